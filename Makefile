@@ -1,0 +1,18 @@
+# The two commands of the README. Both set everything up on a fresh machine first.
+SHELL := /bin/bash
+export DVC_NO_ANALYTICS := 1
+VENV := .venv/bin
+
+.PHONY: repro test test-fast setup
+
+repro:  ## set up, get the dataset, reproduce the whole pipeline
+	bash scripts/setup.sh --data
+	PATH="$(CURDIR)/.venv/bin:$$PATH" $(VENV)/dvc repro
+
+test:  ## set up, run the whole test suite (CPU, a few minutes)
+	bash scripts/setup.sh
+	PATH="$(CURDIR)/.venv/bin:$$PATH" $(VENV)/python -m pytest -q
+
+test-fast:  ## the suite without the slow end-to-end DVC tests
+	bash scripts/setup.sh
+	PATH="$(CURDIR)/.venv/bin:$$PATH" $(VENV)/python -m pytest -q -m "not slow"

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Idempotent set-up: .venv with the pinned environment and the package, then the default dataset.
+# Re-running is cheap: the install is skipped while requirements.lock and pyproject.toml are
+# unchanged.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-}
+if [ -z "$PY" ]; then
+  for c in python3.11 python3; do
+    if command -v "$c" >/dev/null && "$c" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+      PY=$c; break
+    fi
+  done
+fi
+if [ -z "$PY" ]; then
+  echo "error: ncip needs Python 3.11 (python3.11 not found); install it or set PYTHON=/path/to/python3.11" >&2
+  exit 1
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv with $PY" >&2
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.ncip-installed
+want=$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "setup: installing the pinned environment (requirements.lock) and ncip" >&2
+  .venv/bin/python -m pip install --quiet -r requirements.lock
+  .venv/bin/python -m pip install --quiet --no-deps -e '.[dev]'
+  echo "$want" > "$stamp"
+fi
+
+# The default dataset: Fashion-MNIST IDX files in data/raw/fashion-mnist or Debian's package.
+if [ "${1:-}" = "--data" ]; then
+  if ! ls data/raw/fashion-mnist/train-images-idx3-ubyte* >/dev/null 2>&1 \
+     && [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+    sudo=""
+    [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && sudo="sudo -n"
+    if command -v apt-get >/dev/null && { [ "$(id -u)" -eq 0 ] || $sudo true 2>/dev/null; }; then
+      echo "setup: installing Debian's dataset-fashion-mnist" >&2
+      $sudo apt-get install -y -q dataset-fashion-mnist >/dev/null \
+        || { $sudo apt-get update -q >/dev/null && $sudo apt-get install -y -q dataset-fashion-mnist >/dev/null; } \
+        || echo "setup: apt-get could not install dataset-fashion-mnist; trying the download next" >&2
+    else
+      echo "setup: Fashion-MNIST not found and apt-get is not usable here; the pipeline will try" \
+           "torchvision's downloader (online) or you can put the four IDX files in data/raw/fashion-mnist/" >&2
+    fi
+  fi
+fi

@@ -1,0 +1,9 @@
+"""ncip: label-free test-input prioritization by neural-collapse instability.
+
+Implements "Test Case Prioritization for DNNs via Neural Collapse Instability" (ISSTA 2026):
+select late training checkpoints by the equiangularity of their classifier heads
+(:mod:`ncip.collapse`), then rank test inputs by how much their predicted distribution moves
+across those checkpoints, combined with the final model's margin (:mod:`ncip.scores`).
+"""
+
+__version__ = "0.1.0"

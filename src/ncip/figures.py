@@ -1,0 +1,55 @@
+"""Seaborn figures for people (dvc plots gets the same data as CSV)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: figures are files
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from ncip.io import atomic_path  # noqa: E402
+
+
+def _save(fig, path: Path) -> None:
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+
+def line_figure(
+    wide: pd.DataFrame, x: str, path: Path, title: str, xlabel: str, ylabel: str,
+    highlight: str = "NCIP",
+) -> None:  # fmt: skip
+    """One line per column of a wide table against ``x``; ``highlight`` drawn thicker."""
+    long = wide.melt(id_vars=[x], var_name="method", value_name="value")
+    sns.set_theme(style="whitegrid")
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    sns.lineplot(data=long, x=x, y="value", hue="method", ax=ax, marker="o" if len(wide) <= 20
+                 else None)  # fmt: skip
+    for line, label in zip(ax.get_lines(), [t.get_text() for t in ax.get_legend().get_texts()],
+                           strict=False):  # fmt: skip
+        if label == highlight:
+            line.set_linewidth(3)
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    ax.legend(title="method", fontsize=8, ncol=2)
+    _save(fig, path)
+
+
+def training_figure(history: pd.DataFrame, selected: list[int], path: Path, title: str) -> None:
+    """Accuracy and sigma_cos per epoch, with the NC-selected checkpoints marked."""
+    sns.set_theme(style="whitegrid")
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
+    for col in ("train_acc", "val_acc", "test_acc"):
+        a1.plot(history["epoch"], history[col], label=col.replace("_acc", ""))
+    a1.set(title=f"{title}: accuracy", xlabel="epoch", ylabel="accuracy")
+    a1.legend()
+    a2.plot(history["epoch"], history["sigma_cos"], color="gray", label="all checkpoints")
+    sel = history[history["epoch"].isin(selected)]
+    a2.scatter(sel["epoch"], sel["sigma_cos"], color="C3", zorder=3, s=14, label="NC-selected")
+    a2.set(title=f"{title}: head equiangularity", xlabel="epoch", ylabel="σ_cos (Eq. 5)")
+    a2.legend()
+    _save(fig, path)

@@ -1,0 +1,30 @@
+"""Prioritization scores: NCIP's own (TVD, margin, NCIP) and the baseline methods' registry.
+
+Importing this package registers every baseline; see :mod:`ncip.scores.registry` for how to
+add one.
+"""
+
+from ncip.scores import random_selection, uncertainty  # noqa: F401  (registers methods)
+from ncip.scores.ncip import margin, ncip_score, tvd, zscore
+from ncip.scores.registry import (
+    ScoringContext,
+    get_method,
+    list_methods,
+    register_method,
+)
+from ncip.scores.uncertainty import deepgini, entropy, msp, pcs
+
+__all__ = [
+    "ScoringContext",
+    "deepgini",
+    "entropy",
+    "get_method",
+    "list_methods",
+    "margin",
+    "msp",
+    "ncip_score",
+    "pcs",
+    "register_method",
+    "tvd",
+    "zscore",
+]

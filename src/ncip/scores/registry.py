@@ -1,0 +1,153 @@
+"""The prioritization-method registry and the context every method scores from.
+
+Adding a baseline is a one-file change: write ``ncip/scores/<name>.py`` with a function
+``(ctx, split) -> scores`` (or a class with ``prepare(ctx)`` and ``score(ctx, split)``)
+decorated with ``@register_method("<name>")``, and import the module in
+``ncip/scores/__init__.py``. A score array has one value per input of the split; larger means
+tested earlier. A method that is itself random may return ``{repeat: scores}`` for several seeds;
+the evaluation averages metrics over repeats.
+
+Methods never see the labels of the split they rank: :class:`ScoringContext` hands them the
+inputs with labels replaced by -1. Methods that learn from labelled data (TDPR, EffiMAP) use
+``ctx.labelled_for(split)``, the held-out validation split of the same distribution.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from ncip.data import Split
+
+Scores = np.ndarray | dict[int, np.ndarray]
+
+
+class Method(Protocol):
+    name: str
+
+    def prepare(self, ctx: ScoringContext) -> None: ...
+
+    def score(self, ctx: ScoringContext, split: str) -> Scores: ...
+
+
+class _FunctionMethod:
+    def __init__(self, name: str, fn: Callable[[ScoringContext, str], Scores]):
+        self.name = name
+        self.fn = fn
+        self.__doc__ = fn.__doc__
+
+    def prepare(self, ctx: ScoringContext) -> None:
+        return None
+
+    def score(self, ctx: ScoringContext, split: str) -> Scores:
+        return self.fn(ctx, split)
+
+
+_METHODS: dict[str, Callable[[], Method]] = {}
+
+
+def register_method(name: str):
+    """Register a scoring function ``(ctx, split) -> scores`` or a Method class."""
+
+    def wrap(obj):
+        if name in _METHODS:
+            raise ValueError(f"method {name!r} is registered twice")
+        if inspect.isclass(obj):
+            _METHODS[name] = lambda: _named(obj(), name)
+        else:
+            _METHODS[name] = lambda: _FunctionMethod(name, obj)
+        return obj
+
+    return wrap
+
+
+def _named(m, name: str):
+    m.name = name
+    return m
+
+
+def list_methods() -> list[str]:
+    return sorted(_METHODS)
+
+
+def get_method(name: str) -> Method:
+    if name not in _METHODS:
+        raise ValueError(f"unknown method {name!r}; choose from {', '.join(list_methods())}")
+    return _METHODS[name]()
+
+
+def hide_labels(split: Split) -> Split:
+    return Split(split.x, np.full(len(split), -1, dtype=np.int64), split.ids)
+
+
+@dataclass
+class ScoringContext:
+    """What a method may use: the final model, checkpoints, training and labelled data."""
+
+    subject: str
+    seed: int
+    checkpoint_dir: Path
+    eval_splits: dict[str, Split]  # the test sets to rank, labels hidden
+    train: Split | None = None
+    labelled: dict[str, Split] = field(default_factory=dict)  # eval split -> labelled twin
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    device: str = "cpu"
+    batch_size: int = 1024
+    _cache: dict[Any, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.eval_splits = {k: hide_labels(v) for k, v in self.eval_splits.items()}
+
+    def option(self, method: str, key: str, default: Any) -> Any:
+        return self.options.get(method, {}).get(key, default)
+
+    def split(self, name: str) -> Split:
+        if name not in self.eval_splits:
+            raise KeyError(f"no evaluation split {name!r}; have {sorted(self.eval_splits)}")
+        return self.eval_splits[name]
+
+    def labelled_for(self, split: str) -> Split:
+        """The labelled split from the same distribution as ``split`` (never ``split`` itself)."""
+        key = split if split in self.labelled else split.split("-")[0]
+        if key not in self.labelled:
+            raise ValueError(
+                f"no labelled data for split {split!r}: this method learns from a labelled "
+                f"validation split of the same distribution (have {sorted(self.labelled)})"
+            )
+        return self.labelled[key]
+
+    def checkpoints(self):
+        from ncip.checkpoints import list_checkpoints
+
+        if "checkpoints" not in self._cache:
+            self._cache["checkpoints"] = list_checkpoints(self.checkpoint_dir)
+        return self._cache["checkpoints"]
+
+    def final_model(self):
+        from ncip.checkpoints import load_model
+
+        if "final_model" not in self._cache:
+            self._cache["final_model"] = load_model(self.checkpoints()[-1].path, self.device)
+        return self._cache["final_model"]
+
+    def outputs(self, x_key: str, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Final-model (logits, penultimate features) of an input array, cached by key."""
+        from ncip.predict import batched_outputs
+
+        key = ("outputs", x_key)
+        if key not in self._cache:
+            self._cache[key] = batched_outputs(
+                self.final_model(), x, self.batch_size, features=True
+            )
+        return self._cache[key]
+
+    def final_logits(self, split: str) -> np.ndarray:
+        return self.outputs(f"eval:{split}", self.split(split).x)[0]
+
+    def final_features(self, split: str) -> np.ndarray:
+        return self.outputs(f"eval:{split}", self.split(split).x)[1]

@@ -1,0 +1,54 @@
+"""predict-probabilities: one Parquet table per checkpoint NCIP needs (selected and last K)."""
+
+import json
+import time
+from pathlib import Path
+
+import typer
+
+from ncip.checkpoints import list_checkpoints, load_model
+from ncip.data import load_split
+from ncip.io import write_json, write_parquet
+from ncip.logs import log, progress
+from ncip.predict import predict_checkpoint, resolve_device
+from ncip.stage import StageError, atomic_dir, split_list, stage_main
+
+app = typer.Typer(add_completion=False)
+
+
+@app.command()
+@stage_main
+def main(
+    checkpoints: Path = typer.Option(..., help="directory of epoch-XXX.safetensors"),
+    selection: Path = typer.Option(..., help="selection record from select-checkpoints"),
+    data: Path = typer.Option(..., help="prepared data directory"),
+    splits: str = typer.Option("test", help="comma-separated splits of the prepared data"),
+    extra: list[Path] = typer.Option([], help="more test sets (npz), named by their file stem"),
+    out: Path = typer.Option(..., help="output directory, one epoch-XXX.parquet per checkpoint"),
+    batch_size: int = typer.Option(1024, min=1),
+    device: str = typer.Option("auto"),
+) -> None:
+    plan = json.loads(selection.read_text())
+    epochs = sorted(set(plan["selected_epochs"]) | set(plan["last_k_epochs"]))
+    by_epoch = {c.epoch: c for c in list_checkpoints(checkpoints)}
+    missing = [e for e in epochs if e not in by_epoch]
+    if missing:
+        raise StageError(f"selection names epochs {missing} that {checkpoints} does not hold; "
+                         "re-run select-checkpoints")  # fmt: skip
+    sets = {name: load_split(data / f"{name}.npz") for name in split_list(splits)}
+    sets.update({p.stem: load_split(p) for p in extra})
+    dev = resolve_device(device)
+    subject = plan.get("subject", "")
+    t0 = time.perf_counter()
+    with atomic_dir(out) as tmp:
+        for e in progress(epochs, f"predict {subject}/run-{plan.get('run', 0)}", unit="ckpt"):
+            model = load_model(by_epoch[e].path, dev)
+            table = predict_checkpoint(model, sets, subject, e, batch_size)
+            write_parquet(tmp / f"epoch-{e:03d}.parquet", table)
+        write_json(tmp / "timing.json", {"checkpoints": len(epochs),
+                                         "seconds": time.perf_counter() - t0})  # fmt: skip
+    log.info("predicted %d checkpoints on %s", len(epochs), ", ".join(sets))
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,69 @@
+"""score-baselines: every method in the `methods` list, on the same final model and test sets."""
+
+import time
+from pathlib import Path
+
+import pandas as pd
+import typer
+
+from ncip.data import load_split
+from ncip.io import write_json, write_parquet
+from ncip.logs import log
+from ncip.predict import resolve_device
+from ncip.scores import ScoringContext, get_method
+from ncip.scoretable import score_rows
+from ncip.stage import split_list, stage_main
+
+app = typer.Typer(add_completion=False)
+
+
+@app.command()
+@stage_main
+def main(
+    subject: str = typer.Option(...),
+    run: int = typer.Option(0, min=0),
+    data: Path = typer.Option(..., help="prepared data directory"),
+    checkpoints: Path = typer.Option(..., help="directory of epoch-XXX.safetensors"),
+    methods: str = typer.Option("random,entropy,deepgini,msp,pcs", help="comma-separated"),
+    extra: list[Path] = typer.Option([], help="more test sets (npz), named by their file stem"),
+    seed: int = typer.Option(0),
+    random_repeats: int = typer.Option(10, min=1, help="seeds of the random baseline"),
+    out: Path = typer.Option(..., help="score table (Parquet)"),
+    cost_out: Path = typer.Option(..., help="preparation and scoring seconds per method (JSON)"),
+    batch_size: int = typer.Option(1024, min=1),
+    device: str = typer.Option("auto"),
+) -> None:
+    chosen = [get_method(m) for m in split_list(methods)]  # unknown names fail here, first
+    test = load_split(data / "test.npz")
+    sets = {"test": test, **{p.stem: load_split(p) for p in extra}}
+    ctx = ScoringContext(
+        subject=subject,
+        seed=seed * 1000 + run,
+        checkpoint_dir=checkpoints,
+        eval_splits=sets,
+        train=load_split(data / "train.npz"),
+        labelled={"test": load_split(data / "val.npz")},
+        options={"random": {"repeats": random_repeats}},
+        device=str(resolve_device(device)),
+        batch_size=batch_size,
+    )
+    t0 = time.perf_counter()
+    preds = {name: ctx.final_logits(name).argmax(axis=1) for name in sets}
+    cost = {"final_model_inference": {"seconds": time.perf_counter() - t0}}
+    parts = []
+    for m in chosen:
+        t0 = time.perf_counter()
+        m.prepare(ctx)
+        cost[m.name] = {"prepare": time.perf_counter() - t0, "score": {}}
+        for name, split in sets.items():
+            t0 = time.perf_counter()
+            s = m.score(ctx, name)
+            cost[m.name]["score"][name] = time.perf_counter() - t0
+            parts.append(score_rows(subject, run, name, split.ids, split.y, preds[name], m.name, s))
+        log.info("%s: %.2fs", m.name, cost[m.name]["prepare"] + sum(cost[m.name]["score"].values()))
+    write_parquet(out, pd.concat(parts, ignore_index=True))
+    write_json(cost_out, cost)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,41 @@
+"""score-ncip: TVD, margin and NCIP per test input, with the paper's ablations (Tables 7-8)."""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import typer
+
+from ncip.io import write_parquet
+from ncip.predict import read_prediction_dir, stack_split
+from ncip.scores.ncip import ablation_scores
+from ncip.scoretable import score_rows
+from ncip.stage import stage_main
+
+app = typer.Typer(add_completion=False)
+
+
+@app.command()
+@stage_main
+def main(
+    predictions: Path = typer.Option(..., help="directory from predict-probabilities"),
+    selection: Path = typer.Option(..., help="selection record from select-checkpoints"),
+    out: Path = typer.Option(..., help="score table (Parquet)"),
+) -> None:
+    plan = json.loads(selection.read_text())
+    table = read_prediction_dir(predictions)
+    parts = []
+    for split in sorted(table["split"].unique()):
+        stack = stack_split(table, split)
+        final = stack.at([plan["final_epoch"]])
+        pred = final.probs[0].argmax(axis=1)
+        variants = ablation_scores(stack, plan["selected_epochs"], plan["last_k_epochs"],
+                                   plan["final_epoch"])  # fmt: skip
+        for method, s in variants.items():
+            parts.append(score_rows(plan["subject"], plan["run"], split, stack.sample_id,
+                                    stack.label, pred, method, s))  # fmt: skip
+    write_parquet(out, pd.concat(parts, ignore_index=True))
+
+
+if __name__ == "__main__":
+    app()

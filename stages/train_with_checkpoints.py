@@ -1,0 +1,55 @@
+"""train-with-checkpoints: seeded training that writes a safetensors checkpoint every epoch."""
+
+from pathlib import Path
+
+import typer
+
+from ncip.data import load_info, load_split
+from ncip.io import atomic_path
+from ncip.stage import stage_main
+from ncip.subjects import parse_subject
+from ncip.training import TrainConfig, train_with_checkpoints
+
+app = typer.Typer(add_completion=False)
+
+
+@app.command()
+@stage_main
+def main(
+    subject: str = typer.Option(..., help="dataset-model pair, e.g. fmnist-lenet5"),
+    data: Path = typer.Option(..., help="prepared data directory"),
+    out: Path = typer.Option(..., help="checkpoint directory (epoch-XXX.safetensors)"),
+    work: Path = typer.Option(..., help="resume state, kept until training completes"),
+    history_out: Path = typer.Option(..., help="per-epoch table (CSV) for dvc plots"),
+    epochs: int = typer.Option(60, min=1),
+    batch_size: int = typer.Option(128, min=1),
+    optimizer: str = typer.Option("adam", help="adam or sgd"),
+    lr: float = typer.Option(1e-3),
+    momentum: float = typer.Option(0.9, help="SGD momentum"),
+    weight_decay: float = typer.Option(0.0),
+    schedule: str = typer.Option("none", help="none or cosine"),
+    mixup_alpha: float = typer.Option(0.2, help="used by the -mixup variant"),
+    label_smoothing: float = typer.Option(0.1, help="used by the -ls variant"),
+    seed: int = typer.Option(0),
+    run: int = typer.Option(0, min=0, help="repetition; trains with seed*1000 + run"),
+    device: str = typer.Option("auto", help="auto, cpu or cuda[:N]"),
+) -> None:
+    s = parse_subject(subject)
+    cfg = TrainConfig(
+        arch=s.model, epochs=epochs, batch_size=batch_size, optimizer=optimizer, lr=lr,
+        momentum=momentum, weight_decay=weight_decay, schedule=schedule,
+        mixup_alpha=mixup_alpha if s.variant == "mixup" else 0.0,
+        label_smoothing=label_smoothing if s.variant == "ls" else 0.0,
+        seed=seed * 1000 + run,
+    )  # fmt: skip
+    cfg.validate()
+    info = load_info(data)
+    splits = {name: load_split(data / f"{name}.npz") for name in ("train", "val", "test")}
+    hist = train_with_checkpoints(cfg, info, splits, out, work, subject=subject, run=run,
+                                  device=device)  # fmt: skip
+    with atomic_path(history_out) as tmp:
+        hist.to_csv(tmp, index=False)
+
+
+if __name__ == "__main__":
+    app()
