@@ -1,5 +1,6 @@
 """evaluate-rauc: RAUC-n, APFD and fault-type diversity of every method, all subjects (fan-in)."""
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -9,6 +10,7 @@ import yaml
 from ncip.evaluation import (
     ABLATION,
     aggregate,
+    attack_table,
     detection_curve,
     display,
     evaluate_table,
@@ -36,6 +38,7 @@ def main(
     scores: Path = typer.Option(Path("scores"), help="root of the score tables"),
     seed: int = typer.Option(0, help="seed of the tie-break permutation"),
     budgets: str = typer.Option("100,200,500,1000", help="RAUC-n budgets, comma-separated"),
+    attack_metrics: Path | None = typer.Option(None, help="generate-adversarial reports (JSON)"),
     metrics_dir: Path = typer.Option(Path("metrics")),
     plots_dir: Path = typer.Option(Path("plots")),
 ) -> None:
@@ -55,7 +58,15 @@ def main(
     per_order = evaluate_table(table, seed, ns, FRACTIONS)
     mean, std = aggregate(per_order)
     metric_names = [f"rauc_{n}" for n in ns] + ["rauc_all", "apfd", "fault_types_5pct"]
+    attacks = {}
+    if attack_metrics is not None and attack_metrics.is_dir():
+        for s in subjects:
+            for r in runs:
+                f = attack_metrics / f"{s}-run-{r}.json"
+                if f.exists():
+                    attacks[f"{s}/run-{r}"] = json.loads(f.read_text())
     write_json(metrics_dir / "clean.json", nested(mean, "test", metric_names))
+    write_json(metrics_dir / "adversarial.json", nested(mean, "adv", metric_names))
     acc = table.drop_duplicates(["subject", "run", "split", "sample_id"])
     acc = acc.assign(correct=acc["label"] == acc["pred"])
     accuracy = acc.groupby(["split", "subject"])["correct"].mean()
@@ -64,7 +75,7 @@ def main(
                 for sp in accuracy.index.get_level_values(0).unique()})  # fmt: skip
     with atomic_path(metrics_dir / "per_ordering.csv") as tmp:
         per_order.to_csv(tmp, index=False)
-    write_text(metrics_dir / "tables.md", _tables(mean, std, ns, len(runs)))
+    write_text(metrics_dir / "tables.md", _tables(mean, std, ns, len(runs), attacks))
 
     for s in subjects:
         fc = fault_curve(per_order, s, "test", FRACTIONS)
@@ -80,7 +91,7 @@ def main(
                     "misclassified inputs found")  # fmt: skip
 
 
-def _tables(mean: pd.DataFrame, std: pd.DataFrame, ns, n_runs: int) -> str:
+def _tables(mean: pd.DataFrame, std: pd.DataFrame, ns, n_runs: int, attacks: dict) -> str:
     sd = std if n_runs > 1 else None
     note = f"mean ± std over {n_runs} training runs" if n_runs > 1 else "one training run"
     baselines = method_order(m for m in mean["method"].unique() if m not in ABLATION or m == "ncip")
@@ -97,9 +108,18 @@ def _tables(mean: pd.DataFrame, std: pd.DataFrame, ns, n_runs: int) -> str:
             markdown_table(mean, "test", "fault_types_5pct", ABLATION, digits=0, std=sd),
             "## Ablation: RAUC-ALL (paper Table 8)\n",
             markdown_table(mean, "test", "rauc_all", ABLATION, std=sd)]  # fmt: skip
-    out += ["Variants: " + "; ".join(f"{display(m)}" for m in ABLATION) +
-            ". TVD uses the last K checkpoints; +NC uses the NC-selected ones; +Margin adds "
-            "zscore(1 - margin of the final model).\n"]  # fmt: skip
+    out += ["TVD uses the last K checkpoints; +NC uses the NC-selected ones instead; +Margin adds "
+            "zscore(1 - margin of the final model). NCIP = TVD+NC+Margin.\n"]  # fmt: skip
+    if (mean["split"] == "adv").any():
+        out += ["## Adversarial data: RAUC-500 (paper Table 6, left)\n",
+                "One combined set of FGSM, PGD, BIM and CW inputs per subject.\n",
+                markdown_table(mean, "adv", "rauc_500", baselines, std=sd, avg=True),
+                "## Adversarial data: RAUC-ALL (paper Table 6, right)\n",
+                markdown_table(mean, "adv", "rauc_all", baselines, std=sd, avg=True),
+                "## Adversarial data: ablation RAUC-ALL\n",
+                markdown_table(mean, "adv", "rauc_all", ABLATION, std=sd)]  # fmt: skip
+    if attacks:
+        out += ["## Attacks on the test split (paper Table 2 settings)\n", attack_table(attacks)]
     return "\n".join(out)
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from ncip.checkpoints import list_checkpoints, load_model
+from ncip.attacks import adversarial_sets
 from ncip.data import load_split
 from ncip.io import write_json, write_parquet
 from ncip.logs import log, progress
@@ -23,7 +24,7 @@ def main(
     selection: Path = typer.Option(..., help="selection record from select-checkpoints"),
     data: Path = typer.Option(..., help="prepared data directory"),
     splits: str = typer.Option("test", help="comma-separated splits of the prepared data"),
-    extra: list[Path] = typer.Option([], help="more test sets (npz), named by their file stem"),
+    adversarial: Path | None = typer.Option(None, help="generate-adversarial output; its adv.npz is predicted as split 'adv'"),
     out: Path = typer.Option(..., help="output directory, one epoch-XXX.parquet per checkpoint"),
     batch_size: int = typer.Option(1024, min=1),
     device: str = typer.Option("auto"),
@@ -36,7 +37,7 @@ def main(
         raise StageError(f"selection names epochs {missing} that {checkpoints} does not hold; "
                          "re-run select-checkpoints")  # fmt: skip
     sets = {name: load_split(data / f"{name}.npz") for name in split_list(splits)}
-    sets.update({p.stem: load_split(p) for p in extra})
+    sets.update(adversarial_sets(adversarial))
     dev = resolve_device(device)
     subject = plan.get("subject", "")
     t0 = time.perf_counter()

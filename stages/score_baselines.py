@@ -6,6 +6,7 @@ from pathlib import Path
 import pandas as pd
 import typer
 
+from ncip.attacks import adversarial_sets
 from ncip.data import load_split
 from ncip.io import write_json, write_parquet
 from ncip.logs import log
@@ -25,7 +26,7 @@ def main(
     data: Path = typer.Option(..., help="prepared data directory"),
     checkpoints: Path = typer.Option(..., help="directory of epoch-XXX.safetensors"),
     methods: str = typer.Option("random,entropy,deepgini,msp,pcs", help="comma-separated"),
-    extra: list[Path] = typer.Option([], help="more test sets (npz), named by their file stem"),
+    adversarial: Path | None = typer.Option(None, help="generate-adversarial output (adv.npz, val-adv.npz)"),
     seed: int = typer.Option(0),
     random_repeats: int = typer.Option(10, min=1, help="seeds of the random baseline"),
     out: Path = typer.Option(..., help="score table (Parquet)"),
@@ -35,14 +36,15 @@ def main(
 ) -> None:
     chosen = [get_method(m) for m in split_list(methods)]  # unknown names fail here, first
     test = load_split(data / "test.npz")
-    sets = {"test": test, **{p.stem: load_split(p) for p in extra}}
+    sets = {"test": test, **adversarial_sets(adversarial)}
+    labelled = {"test": load_split(data / "val.npz"), **adversarial_sets(adversarial, "val")}
     ctx = ScoringContext(
         subject=subject,
         seed=seed * 1000 + run,
         checkpoint_dir=checkpoints,
         eval_splits=sets,
         train=load_split(data / "train.npz"),
-        labelled={"test": load_split(data / "val.npz")},
+        labelled=labelled,
         options={"random": {"repeats": random_repeats}},
         device=str(resolve_device(device)),
         batch_size=batch_size,

@@ -95,8 +95,10 @@ def markdown_table(
     methods: list[str] | None = None,
     digits: int = 3,
     std: pd.DataFrame | None = None,
+    avg: bool = False,
 ) -> str:
-    """Methods x subjects, best value per subject in bold (like the paper's Tables 3-4)."""
+    """Methods x subjects, best value per subject in bold (like the paper's Tables 3-4);
+    ``avg`` adds the mean over subjects (like Table 6)."""
     part = mean[mean["split"] == split]
     if part.empty:
         return "_no data_\n"
@@ -109,6 +111,9 @@ def markdown_table(
     if std is not None:
         s = std[std["split"] == split]
         sd = s.pivot(index="method", columns="subject", values=metric)
+    if avg:
+        pivot = pivot.assign(Avg=pivot[subjects].mean(axis=1))
+        subjects = subjects + ["Avg"]
     best = {s: pivot.loc[methods, s].max() for s in subjects}
     head = "| Method | " + " | ".join(subjects) + " |\n"
     head += "|---|" + "---:|" * len(subjects) + "\n"
@@ -121,7 +126,7 @@ def markdown_table(
                 cells.append("–")
                 continue
             txt = f"{v:.{digits}f}" if digits else f"{v:.0f}"
-            if sd is not None and s in sd.columns and np.isfinite(sd.loc[m, s]):
+            if sd is not None and s in sd.columns and m in sd.index and np.isfinite(sd.loc[m, s]):
                 txt += f" ± {sd.loc[m, s]:.{digits}f}" if digits else f" ± {sd.loc[m, s]:.0f}"
             cells.append(f"**{txt}**" if np.isclose(v, best[s]) else txt)
         lines.append(f"| {display(m)} | " + " | ".join(cells) + " |")
@@ -159,3 +164,25 @@ def detection_curve(table: pd.DataFrame, subject: str, split: str, seed: int, po
     for m in method_order(curves):
         out[display(m)] = np.mean([c[xs - 1] for c in curves[m]], axis=0)
     return out
+
+
+def attack_table(reports: dict[str, dict]) -> str:
+    """Per subject and attack: clean and adversarial accuracy, success rate, perturbation size."""
+    lines = [
+        "| Subject | Attack | Clean acc. | Adv. acc. | Success rate | max L∞ | mean L2 | seconds |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for subject, rep in sorted(reports.items()):
+        if "skipped" in rep:
+            lines.append(f"| {subject} | – | {rep['skipped']} | | | | | |")
+            continue
+        for attack, by_split in rep["attacks"].items():
+            r = by_split.get("test")
+            if r is None:
+                continue
+            lines.append(
+                f"| {subject} | {attack.upper()} | {r['clean_accuracy']:.4f} | "
+                f"{r['adversarial_accuracy']:.4f} | {r['success_rate']:.4f} | "
+                f"{r['linf_max']:.4f} | {r['l2_mean']:.3f} | {r['seconds']:.1f} |"
+            )
+    return "\n".join(lines) + "\n"

@@ -14,9 +14,21 @@ T = TypeVar("T")
 log = logging.getLogger("ncip")
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at the time of the record (tests swap it)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
 def setup_logging(level: int = logging.INFO) -> None:
     if not log.handlers:
-        h = logging.StreamHandler(sys.stderr)
+        h = _StderrHandler()
         h.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
         log.addHandler(h)
     log.setLevel(level)

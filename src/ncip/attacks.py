@@ -1,0 +1,143 @@
+"""Adversarial test sets with torchattacks 3.5.1, configured as the paper's Table 2.
+
+FGSM, PGD and BIM are L-inf attacks with eps = 8/255 (PGD and BIM: step 2/255, 10 steps; PGD
+starts from a random point in the eps-ball); CW is the L2 attack with c = 1, kappa = 0, 50 steps
+and learning rate 0.01. All untargeted. Inputs and outputs stay in [0, 1]: the models normalise
+internally, so torchattacks' ``set_normalization_used`` is never needed.
+
+Each adversarial input keeps its source's true label; its id is ``<source id>@<attack>`` (the
+source id itself is stored beside it), so that the combined set of all attacks has unique ids.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+import torch
+
+from ncip.data import Split, as_model_input
+from ncip.logs import progress
+
+ATTACKS = ("fgsm", "pgd", "bim", "cw")
+
+
+def parse_number(value: str | float) -> float:
+    """Accept ``8/255`` as well as ``0.0313``: budgets read best as fractions of a pixel step."""
+    if isinstance(value, int | float):
+        return float(value)
+    try:
+        return float(Fraction(str(value).strip()))
+    except (ValueError, ZeroDivisionError) as e:
+        raise ValueError(f"{value!r} is not a number or fraction like 8/255") from e
+
+
+@dataclass
+class AttackConfig:
+    eps: float = 8 / 255  # L-inf budget of FGSM, PGD and BIM
+    step: float = 2 / 255  # PGD and BIM step size (torchattacks' alpha)
+    steps: int = 10  # PGD and BIM iterations
+    random_start: bool = True  # PGD only
+    cw_c: float = 1.0
+    cw_kappa: float = 0.0
+    cw_steps: int = 50
+    cw_lr: float = 0.01
+
+    def validate(self) -> None:
+        if not 0 < self.eps <= 1:
+            raise ValueError(f"attack eps must lie in (0, 1] (inputs are in [0, 1]), got {self.eps}")
+        if not 0 < self.step <= self.eps:
+            raise ValueError(f"attack step must lie in (0, eps], got {self.step}")
+        if self.steps < 1 or self.cw_steps < 1:
+            raise ValueError("attack steps and cw_steps must be at least 1")
+        if self.cw_c <= 0 or self.cw_lr <= 0:
+            raise ValueError("cw_c and cw_lr must be positive")
+        if self.cw_kappa < 0:
+            raise ValueError(f"cw_kappa must be >= 0, got {self.cw_kappa}")
+
+
+def check_attack_names(names: list[str]) -> list[str]:
+    """Validate a list of attack names; the error lists the valid ones."""
+    if not names:
+        raise ValueError(f"no attacks given; choose from {', '.join(ATTACKS)}")
+    bad = [n for n in names if n not in ATTACKS]
+    if bad:
+        raise ValueError(f"unknown attack(s) {bad}; choose from {', '.join(ATTACKS)}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"attack list {names} names an attack twice")
+    return names
+
+
+def make_attack(name: str, model: torch.nn.Module, cfg: AttackConfig):
+    import torchattacks
+
+    if name == "fgsm":
+        return torchattacks.FGSM(model, eps=cfg.eps)
+    if name == "pgd":
+        return torchattacks.PGD(model, eps=cfg.eps, alpha=cfg.step, steps=cfg.steps,
+                                random_start=cfg.random_start)  # fmt: skip
+    if name == "bim":
+        return torchattacks.BIM(model, eps=cfg.eps, alpha=cfg.step, steps=cfg.steps)
+    if name == "cw":
+        return torchattacks.CW(model, c=cfg.cw_c, kappa=cfg.cw_kappa, steps=cfg.cw_steps,
+                               lr=cfg.cw_lr)  # fmt: skip
+    raise ValueError(f"unknown attack {name!r}; choose from {', '.join(ATTACKS)}")
+
+
+def attack_split(
+    model: torch.nn.Module,
+    split: Split,
+    name: str,
+    cfg: AttackConfig,
+    seed: int = 0,
+    batch_size: int = 500,
+    desc: str | None = None,
+) -> Split:
+    """Adversarial versions of every input of ``split`` (float32 in [0, 1], same labels)."""
+    cfg.validate()
+    device = next(model.parameters()).device
+    model.eval()
+    attack = make_attack(name, model, cfg)
+    # Random starts (PGD) draw from the global generator: seed it per attack for reproducibility.
+    torch.manual_seed(seed)
+    if device.type == "cuda":
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
+    out = np.empty(split.x.shape, dtype=np.float32)
+    starts = range(0, len(split), batch_size)
+    for i in progress(starts, desc or f"{name}", total=len(starts), unit="batch"):
+        xb = as_model_input(split.x[i : i + batch_size]).to(device)
+        yb = torch.from_numpy(split.y[i : i + batch_size]).to(device)
+        adv = attack(xb, yb).detach().clamp_(0.0, 1.0)
+        out[i : i + len(xb)] = adv.cpu().numpy()
+    ids = np.array([f"{s}@{name}" for s in split.ids.astype(str)])
+    return Split(out, split.y.copy(), ids)
+
+
+def combine(sets: dict[str, Split]) -> Split:
+    """The combined adversarial set (all attacks together, as the paper evaluates)."""
+    parts = list(sets.values())
+    return Split(
+        np.concatenate([p.x for p in parts]),
+        np.concatenate([p.y for p in parts]),
+        np.concatenate([p.ids for p in parts]),
+    )
+
+
+def source_ids(ids: np.ndarray) -> np.ndarray:
+    return np.array([i.rsplit("@", 1)[0] for i in ids.astype(str)])
+
+
+def adversarial_sets(directory, source: str = "test") -> dict[str, Split]:
+    """The combined adversarial version of ``source`` in a generate-adversarial output, keyed
+    "adv"; empty when there is none (no directory given, or a text dataset)."""
+    from pathlib import Path
+
+    from ncip.data import load_split
+
+    if directory is None:
+        return {}
+    name = "adv.npz" if source == "test" else f"{source}-adv.npz"
+    path = Path(directory) / name
+    return {"adv": load_split(path)} if path.exists() else {}

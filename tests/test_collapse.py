@@ -1,0 +1,79 @@
+import warnings
+
+import numpy as np
+import pytest
+
+from ncip.collapse import candidate_pool, plan_selection, select_checkpoints, sigma_cos
+
+
+def test_sigma_cos_of_a_simplex_etf_is_zero():
+    C = 5
+    M = np.eye(C) - 1.0 / C  # centred one-hot vectors: a simplex equiangular tight frame
+    assert sigma_cos(M) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_sigma_cos_by_hand():
+    W = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    cos = np.array([0.0, 1 / np.sqrt(2), 1 / np.sqrt(2)])  # pairs (0,1), (0,2), (1,2)
+    assert sigma_cos(W) == pytest.approx(np.std(cos))
+    assert sigma_cos(7.0 * W) == pytest.approx(sigma_cos(W))  # scale-free
+    assert sigma_cos(W[:2]) == 0.0  # two classes: one pair
+
+
+def test_sigma_cos_rejects_bad_input():
+    with pytest.raises(ValueError, match="zeros"):
+        sigma_cos(np.array([[1.0, 0.0], [0.0, 0.0], [1.0, 1.0]]))
+    with pytest.raises(ValueError, match=r"\[C, d\]"):
+        sigma_cos(np.ones(3))
+
+
+def test_candidate_pool_is_the_last_alpha_share():
+    assert candidate_pool(100, 0.9).tolist() == list(range(10, 100))  # epochs 11-100 (paper)
+    assert candidate_pool(5, 0.5).tolist() == [2, 3, 4]  # round half up: 2.5 -> 3
+    assert candidate_pool(5, 0.01).tolist() == [4]  # at least the final checkpoint
+    for bad in (0.0, -0.1, 1.5):
+        with pytest.raises(ValueError, match="alpha"):
+            candidate_pool(10, bad)
+
+
+def test_algorithm_1_by_hand():
+    # exact binary fractions, so the distances below are exact
+    c = [0.5, 0.125, 0.375, 0.25, 0.4375]
+    # keep the last (0.4375); farthest: 0.125 (0.3125); then min distances are
+    # 0.5 -> 0.0625, 0.375 -> 0.0625, 0.25 -> 0.125: add 0.25 (index 3)
+    assert select_checkpoints(c, 3).tolist() == [1, 3, 4]
+    # next: indices 0 and 2 tie at 0.0625; the earliest candidate wins
+    assert select_checkpoints(c, 4).tolist() == [0, 1, 3, 4]
+    assert select_checkpoints(c, 1).tolist() == [4]
+
+
+def test_algorithm_1_ties_go_to_the_earliest_candidate():
+    assert select_checkpoints([1.0, 1.0, 1.0, 1.0], 2).tolist() == [0, 3]
+    assert select_checkpoints([0.0, 2.0, 1.0], 2).tolist() == [0, 2]  # 0 and 2 both 1 away
+
+
+def test_k_at_least_the_pool_selects_all_with_a_warning():
+    with pytest.warns(UserWarning, match="whole pool"):
+        assert select_checkpoints([0.3, 0.2, 0.1], 5).tolist() == [0, 1, 2]
+    with pytest.warns(UserWarning):
+        select_checkpoints([0.3, 0.2, 0.1], 3)
+
+
+@pytest.mark.parametrize("k", [0, -3, 2.5, True])
+def test_bad_k_is_rejected(k):
+    with pytest.raises(ValueError, match="k must be a positive integer"):
+        select_checkpoints([0.1, 0.2], k)
+
+
+def test_plan_selection_records_pool_selected_and_last_k():
+    epochs = np.arange(1, 11)
+    scores = np.linspace(0.2, 0.1, 10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plan = plan_selection(epochs, scores, 3, 0.5)
+    assert plan["pool_epochs"] == [6, 7, 8, 9, 10]
+    assert plan["selected_epochs"][-1] == 10 and len(plan["selected_epochs"]) == 3
+    assert set(plan["selected_epochs"]) <= set(plan["pool_epochs"])
+    assert plan["selected_epochs"] == [6, 8, 10]
+    assert plan["last_k_epochs"] == [8, 9, 10]
+    assert plan["final_epoch"] == 10

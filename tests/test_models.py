@@ -1,0 +1,49 @@
+import pytest
+import torch
+
+from ncip.models import create_model, list_models, model_kind
+
+SHAPES = {"image": (2, 3, 32, 32)}
+
+
+@pytest.mark.parametrize("name", list_models())
+def test_every_model_runs_forward_and_backward(name):
+    torch.manual_seed(0)
+    if model_kind(name) == "text":
+        m = create_model(name, 4, vocab_size=50)
+        x = torch.randint(0, 50, (2, 16))
+    else:
+        m = create_model(name, 4, 3, mean=[0.5] * 3, std=[0.25] * 3)
+        x = torch.rand(*SHAPES["image"])
+    out = m(x)
+    assert out.shape == (2, 4)
+    out.sum().backward()
+    assert isinstance(m.head, torch.nn.Linear) and m.head.out_features == 4
+    assert m.head.weight.grad is not None
+    m.eval()
+    with torch.no_grad():
+        f = m.features(x)
+        assert f.shape == (2, m.head.in_features)
+        assert torch.allclose(m.head(f), m(x), atol=1e-5)  # forward = head(features)
+
+
+def test_lenets_take_mnist_and_small_inputs():
+    for name in ("lenet1", "lenet5"):
+        m = create_model(name, 10, 1)
+        assert m(torch.rand(3, 1, 28, 28)).shape == (3, 10)
+        assert m(torch.rand(3, 1, 8, 8)).shape == (3, 10)  # resized to 28x28 inside
+
+
+def test_normalisation_is_inside_the_model():
+    m = create_model("lenet5", 10, 1, mean=[0.3], std=[0.2])
+    assert "normalize.mean" in m.state_dict()
+    assert m.normalize(torch.full((1, 1, 2, 2), 0.5)).flatten()[0].item() == pytest.approx(1.0)
+
+
+def test_bad_names_and_arguments():
+    with pytest.raises(ValueError, match="unknown model 'lenet9'.*lenet5"):
+        create_model("lenet9", 10)
+    with pytest.raises(ValueError, match="num_classes"):
+        create_model("lenet5", 1)
+    with pytest.raises(ValueError, match="vocab_size"):
+        create_model("textcnn", 2)

@@ -1,0 +1,77 @@
+"""End to end: `dvc repro` on a tiny config, then `dvc exp run -S k=...` and `dvc metrics diff`."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+from conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def run(cmd, cwd, env):
+    r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, f"{' '.join(cmd)} failed:\n{r.stdout}\n{r.stderr}"
+    return r.stdout + r.stderr
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    d = tmp_path_factory.mktemp("e2e")
+    for name in ("dvc.yaml", "params.yaml"):
+        shutil.copy(ROOT / name, d / name)
+    shutil.copytree(ROOT / "stages", d / "stages", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "src", d / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    params = yaml.safe_load((d / "params.yaml").read_text())
+    params.update(k=3, subjects=["digits-lenet5"], runs=[0])
+    params["train"]["epochs"] = 6
+    params["baselines"]["random_repeats"] = 2
+    (d / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1",
+           "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}  # fmt: skip
+    dvc = [sys.executable, "-m", "dvc"]
+    run(["git", "init", "-q"], d, env)
+    run(dvc + ["init", "-q"], d, env)
+    run(dvc + ["config", "core.autostage", "true"], d, env)
+    run(["git", "add", "-A"], d, env)
+    run(["git", "commit", "-qm", "init"], d, env)
+    out = run(dvc + ["repro"], d, env)
+    run(["git", "add", "-A"], d, env)
+    run(["git", "commit", "-qm", "repro"], d, env)
+    return d, env, dvc, out
+
+
+def test_repro_runs_every_stage_and_writes_metrics(repo):
+    d, _, _, out = repo
+    for st in ("prepare-data", "train-with-checkpoints", "select-checkpoints",
+               "predict-probabilities", "score-ncip", "score-baselines", "evaluate-rauc"):
+        assert f"Running stage '{st}" in out
+    m = json.loads((d / "metrics" / "clean.json").read_text())
+    assert set(m["rauc_all"]) >= {"ncip", "tvd", "tvd+nc", "tvd+margin", "random", "deepgini"}
+    assert len(list((d / "models" / "digits-lenet5" / "run-0").glob("*.safetensors"))) == 6
+
+
+def test_exp_run_k_reruns_selection_onwards_but_not_training(repo):
+    d, env, dvc, _ = repo
+    ckpts = sorted((d / "models" / "digits-lenet5" / "run-0").glob("*.safetensors"))
+    before = [(p.stat().st_ino, p.stat().st_mtime_ns) for p in ckpts]
+    out = run(dvc + ["exp", "run", "-S", "k=4"], d, env)
+    assert "Running stage 'select-checkpoints@digits-lenet5-0'" in out
+    assert "Running stage 'score-ncip@digits-lenet5-0'" in out
+    assert "Running stage 'evaluate-rauc'" in out
+    assert "Running stage 'train-with-checkpoints" not in out
+    assert "Running stage 'generate-adversarial" not in out
+    assert [(p.stat().st_ino, p.stat().st_mtime_ns) for p in ckpts] == before
+    assert "Running stage 'score-baselines" not in out
+    sel = json.loads((d / "selection" / "digits-lenet5" / "run-0.json").read_text())
+    assert sel["k"] == 4 and len(sel["selected_epochs"]) == 4
+    diff = run(dvc + ["metrics", "diff", "--json"], d, env)
+    changed = json.loads(diff)["metrics/clean.json"]
+    assert any(key.startswith("rauc_all.ncip") for key in changed)  # K moved NCIP's numbers
+    assert not any(".deepgini." in key for key in changed)  # baselines did not move

@@ -1,0 +1,93 @@
+import numpy as np
+import pytest
+
+from ncip.predict import softmax64
+from ncip.scores import deepgini, entropy, margin, msp, ncip_score, pcs, tvd, zscore
+
+
+def test_tvd_by_hand():
+    final = np.array([[1.0, 0.0], [0.5, 0.5]])
+    other = np.array([[0.0, 1.0], [0.5, 0.5]])
+    probs = np.stack([other, final])  # K = 2, reference = last
+    # sample 0: |0-1|+|1-0| = 2 for the other checkpoint, 0 for the reference -> 2 / (2*2)
+    assert tvd(probs).tolist() == [0.5, 0.0]
+    assert tvd(probs, ref=0).tolist() == [0.5, 0.0]
+    assert tvd(final[None]).tolist() == [0.0, 0.0]  # a single checkpoint moves nowhere
+
+
+def test_margin_by_hand():
+    p = np.array([[0.7, 0.2, 0.1], [0.4, 0.4, 0.2], [0.1, 0.3, 0.6]])
+    assert margin(p) == pytest.approx([0.5, 0.0, 0.3])
+
+
+def test_zscore_uses_population_std_and_handles_constants():
+    assert zscore(np.array([1.0, 3.0])).tolist() == [-1.0, 1.0]
+    assert zscore(np.full(4, 2.5)).tolist() == [0.0] * 4
+
+
+def test_ncip_is_the_sum_of_standardised_parts():
+    rng = np.random.default_rng(0)
+    probs = softmax64(rng.normal(size=(4, 50, 3)) * 3)
+    expected = zscore(tvd(probs)) + zscore(1 - margin(probs[-1]))
+    assert ncip_score(probs) == pytest.approx(expected)
+
+
+def test_ncip_ranks_an_unstable_low_margin_input_first():
+    stable = [0.9, 0.1]
+    probs = np.array(
+        [
+            [stable, [0.2, 0.8], [0.85, 0.15]],
+            [stable, [0.55, 0.45], [0.9, 0.1]],
+        ]
+    )
+    s = ncip_score(probs)
+    assert np.argmax(s) == 1
+
+
+def test_shape_errors_name_the_expected_shape():
+    with pytest.raises(ValueError, match=r"\[K, N, C\]"):
+        tvd(np.ones((3, 2)))
+    with pytest.raises(ValueError, match=r"\[N, C\]"):
+        margin(np.ones(3))
+
+
+def _naive(logits):
+    p = softmax64(logits)
+    top2 = np.sort(p, axis=1)[:, -2:]
+    return {
+        "entropy": -(p * np.log(p)).sum(1),
+        "deepgini": 1 - (p**2).sum(1),
+        "msp": -p.max(1),
+        "pcs": -(top2[:, 1] - top2[:, 0]),
+    }
+
+
+@pytest.mark.parametrize("name,fn", [("entropy", entropy), ("deepgini", deepgini),
+                                     ("msp", msp), ("pcs", pcs)])  # fmt: skip
+def test_confidence_baselines_rank_like_their_textbook_formulas(name, fn):
+    logits = np.random.default_rng(3).normal(size=(200, 10)) * 2
+    ours, naive = fn(logits), _naive(logits)[name]
+    assert np.array_equal(np.argsort(ours), np.argsort(naive))
+    if name in ("entropy", "deepgini"):
+        assert ours == pytest.approx(naive)
+
+
+def test_baselines_by_hand():
+    logits = np.log(np.array([[0.5, 0.25, 0.25], [1 / 3, 1 / 3, 1 / 3]]))
+    assert deepgini(logits) == pytest.approx([1 - 0.375, 1 - 1 / 3])
+    assert entropy(logits) == pytest.approx([1.5 * np.log(2), np.log(3)])
+    assert msp(logits) == pytest.approx([np.log(2), np.log(3)])
+    assert pcs(logits) == pytest.approx([1 - 0.25, 1.0])  # -(p1 - p2) + 1
+
+
+def test_saturated_logits_do_not_collapse_into_ties():
+    # float32 softmax gives 1 - max p == 0 for all of these; the float64/logit formulas do not
+    logits = np.zeros((5, 3))
+    logits[:, 0] = [30, 32, 34, 36, 38]
+    p32 = np.exp(logits - logits.max(1, keepdims=True)).astype(np.float32)
+    p32 /= p32.sum(1, keepdims=True)
+    assert len(set((1 - p32.max(1)).tolist())) == 1  # all tied in float32
+    for fn in (entropy, deepgini, msp, pcs):
+        s = fn(logits)
+        assert len(set(s.tolist())) == 5, fn.__name__
+        assert np.all(np.diff(s) < 0), fn.__name__  # more confident = lower priority

@@ -1,0 +1,132 @@
+"""Stage scripts: bad input exits nonzero with a clear message and leaves outputs untouched."""
+
+import importlib.util
+import json
+
+import pytest
+from conftest import ROOT
+from typer.testing import CliRunner
+
+runner = CliRunner()
+
+
+def stage(name):
+    spec = importlib.util.spec_from_file_location(f"stage_{name}", ROOT / "stages" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.app
+
+
+def invoke(name, *args):
+    return runner.invoke(stage(name), [str(a) for a in args])
+
+
+@pytest.fixture
+def existing(tmp_path):
+    p = tmp_path / "out.json"
+    p.write_text('{"previous": true}')
+    return p
+
+
+@pytest.mark.parametrize("k,alpha,match", [(0, 0.9, "k must be a positive"),
+                                           (-2, 0.9, "k must be a positive"),
+                                           (5, 0.0, "alpha"), (5, 1.5, "alpha")])  # fmt: skip
+def test_select_rejects_bad_k_and_alpha_and_keeps_outputs(tiny_run, existing, k, alpha, match):
+    r = invoke("select_checkpoints", "--checkpoints", tiny_run["dir"] / "models", "--k", k,
+               "--alpha", alpha, "--out", existing, "--plot-out", existing.with_suffix(".csv"))
+    assert r.exit_code == 2
+    assert match in r.output
+    assert existing.read_text() == '{"previous": true}'
+    assert not existing.with_suffix(".csv").exists()
+
+
+def test_select_writes_the_plan(tiny_run, tmp_path):
+    out = tmp_path / "sel.json"
+    r = invoke("select_checkpoints", "--checkpoints", tiny_run["dir"] / "models", "--k", 3,
+               "--alpha", 0.5, "--out", out, "--plot-out", tmp_path / "s.csv")
+    assert r.exit_code == 0, r.output
+    plan = json.loads(out.read_text())
+    assert plan["pool_epochs"] == [4, 5, 6] and plan["selected_epochs"] == [4, 5, 6]
+    assert plan["subject"] == "digits-lenet5"
+
+
+def test_select_warns_when_k_exceeds_the_pool(tiny_run, tmp_path):
+    r = invoke("select_checkpoints", "--checkpoints", tiny_run["dir"] / "models", "--k", 50,
+               "--alpha", 0.9, "--out", tmp_path / "s.json", "--plot-out", tmp_path / "s.csv")
+    assert r.exit_code == 0 and "whole pool" in r.output
+
+
+@pytest.mark.parametrize("subject,match", [("nope-lenet5", "unknown dataset 'nope'"),
+                                           ("digits-lenet9", "unknown model 'lenet9'"),
+                                           ("digits", "<dataset>-<model>"),
+                                           ("digits-lenet5-extra", "unknown training variant"),
+                                           ("imdb-lenet5", "text dataset")])  # fmt: skip
+def test_bad_subjects_are_rejected(tmp_path, subject, match):
+    r = invoke("prepare_data", "--subject", subject, "--out", tmp_path / "d")
+    assert r.exit_code == 2 and match in r.output
+    assert not (tmp_path / "d").exists()
+
+
+def test_unknown_method_is_rejected_before_any_work(tiny_run, existing):
+    d = tiny_run["dir"]
+    r = invoke("score_baselines", "--subject", "digits-lenet5", "--data", d / "data",
+               "--checkpoints", d / "models", "--methods", "deepgini,magic", "--out", existing,
+               "--cost-out", existing.with_suffix(".cost"))  # fmt: skip
+    assert r.exit_code == 2 and "unknown method 'magic'" in r.output
+    assert existing.read_text() == '{"previous": true}'
+
+
+def test_training_rejects_bad_options_before_writing(tiny_run, tmp_path):
+    d = tiny_run["dir"]
+    r = invoke("train_with_checkpoints", "--subject", "digits-lenet5", "--data", d / "data",
+               "--out", tmp_path / "m", "--work", tmp_path / "w", "--history-out",
+               tmp_path / "h.csv", "--optimizer", "rmsprop")  # fmt: skip
+    assert r.exit_code == 2 and "optimizer" in r.output
+    assert not (tmp_path / "m").exists() and not (tmp_path / "w").exists()
+
+
+def test_evaluate_names_missing_scores(tmp_path):
+    params = tmp_path / "params.yaml"
+    params.write_text("subjects: [digits-lenet5]\nruns: [0]\n")
+    (tmp_path / "scores").mkdir()
+    r = invoke("evaluate_rauc", "--params", params, "--scores", tmp_path / "scores",
+               "--metrics-dir", tmp_path / "m", "--plots-dir", tmp_path / "p")
+    assert r.exit_code == 2 and "no score tables" in r.output
+    assert not (tmp_path / "m").exists()
+
+
+def test_stages_chain_on_the_tiny_run(tiny_run, tmp_path):
+    d = tiny_run["dir"]
+    sel, pred, scores = tmp_path / "sel.json", tmp_path / "pred", tmp_path / "scores" / "s" / "run-0"
+    assert invoke("select_checkpoints", "--checkpoints", d / "models", "--k", 3, "--alpha", 0.9,
+                  "--out", sel, "--plot-out", tmp_path / "s.csv").exit_code == 0
+    r = invoke("predict_probabilities", "--checkpoints", d / "models", "--selection", sel,
+               "--data", d / "data", "--out", pred)
+    assert r.exit_code == 0, r.output
+    import pandas as pd
+
+    plan = json.loads(sel.read_text())
+    files = sorted(p.name for p in pred.glob("*.parquet"))
+    wanted = sorted(set(plan["selected_epochs"]) | set(plan["last_k_epochs"]))
+    assert files == [f"epoch-{e:03d}.parquet" for e in wanted]
+    t = pd.read_parquet(pred / files[-1])
+    assert {"subject", "epoch", "split", "sample_id", "label", "pred", "prob_9"} <= set(t.columns)
+    assert t[[f"prob_{c}" for c in range(10)]].sum(axis=1).round(9).eq(1).all()
+    assert invoke("score_ncip", "--predictions", pred, "--selection", sel,
+                  "--out", scores / "ncip.parquet").exit_code == 0
+    r = invoke("score_baselines", "--subject", "digits-lenet5", "--data", d / "data",
+               "--checkpoints", d / "models", "--out", scores / "baselines.parquet",
+               "--cost-out", scores / "cost.json", "--random-repeats", 3)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    params = tmp_path / "params.yaml"
+    params.write_text("subjects: [digits-lenet5]\nruns: [0]\n")
+    r = invoke("evaluate_rauc", "--params", params, "--scores", tmp_path / "scores",
+               "--metrics-dir", tmp_path / "metrics", "--plots-dir", tmp_path / "plots")
+    assert r.exit_code == 0, r.output
+    m = json.loads((tmp_path / "metrics" / "clean.json").read_text())
+    for method in ("ncip", "tvd", "tvd+nc", "tvd+margin", "random", "entropy", "deepgini",
+                   "msp", "pcs"):  # fmt: skip
+        assert 0 < m["rauc_all"][method]["digits-lenet5"] <= 1
+    assert m["rauc_all"]["deepgini"]["digits-lenet5"] > m["rauc_all"]["random"]["digits-lenet5"]
+    assert "Table 3" in (tmp_path / "metrics" / "tables.md").read_text()
+    assert (tmp_path / "plots" / "figures" / "fault_diversity-digits-lenet5.png").stat().st_size
