@@ -39,8 +39,10 @@ def display(method: str) -> str:
 
 
 def method_order(methods) -> list[str]:
-    known = [m for m in DISPLAY if m in set(methods)]
-    return known + sorted(set(methods) - set(known))
+    """The paper's row order for known methods, then any others alphabetically."""
+    given = set(methods)
+    known = [m for m in DISPLAY if m in given]
+    return known + sorted(given - set(known))
 
 
 def evaluate_table(

@@ -4,7 +4,16 @@ Importing this package registers every baseline; see :mod:`ncip.scores.registry`
 add one.
 """
 
-from ncip.scores import random_selection, uncertainty  # noqa: F401  (registers methods)
+from ncip.scores import (  # noqa: F401  (importing registers the methods)
+    dropout,
+    effimap,
+    nns,
+    random_selection,
+    sets,
+    surprise,
+    tdpr,
+    uncertainty,
+)
 from ncip.scores.ncip import margin, ncip_score, tvd, zscore
 from ncip.scores.registry import (
     ScoringContext,

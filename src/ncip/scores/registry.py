@@ -15,7 +15,9 @@ inputs with labels replaced by -1. Methods that learn from labelled data (TDPR, 
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -98,6 +100,7 @@ class ScoringContext:
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
     device: str = "cpu"
     batch_size: int = 1024
+    costs: dict[str, dict[str, float]] = field(default_factory=dict)
     _cache: dict[Any, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -145,6 +148,33 @@ class ScoringContext:
                 self.final_model(), x, self.batch_size, features=True
             )
         return self._cache[key]
+
+    def checkpoint_logits(self, x_key: str, x: np.ndarray) -> list[np.ndarray]:
+        """Logits of every per-epoch checkpoint (ascending epochs) on an input array, cached."""
+        from ncip.checkpoints import load_weights
+        from ncip.logs import progress
+        from ncip.predict import batched_outputs
+
+        key = ("trajectory", x_key)
+        if key not in self._cache:
+            model = self.final_model()
+            final_state = {k: v.clone() for k, v in model.state_dict().items()}
+            out = []
+            for c in progress(self.checkpoints(), f"trajectory {x_key}", unit="ckpt"):
+                load_weights(model, c.path)
+                out.append(batched_outputs(model, x, self.batch_size))
+            model.load_state_dict(final_state)
+            self._cache[key] = out
+        return self._cache[key]
+
+    @contextmanager
+    def timed(self, method: str, label: str):
+        """Record the seconds of a block under ``costs[method][label]`` (e.g. a ranker's fit)."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.costs.setdefault(method, {})[label] = time.perf_counter() - t0
 
     def final_logits(self, split: str) -> np.ndarray:
         return self.outputs(f"eval:{split}", self.split(split).x)[0]

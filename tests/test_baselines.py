@@ -1,0 +1,311 @@
+import numpy as np
+import pytest
+import scipy.stats
+import torch
+import torch.nn as nn
+
+from ncip.checkpoints import list_checkpoints
+from ncip.predict import softmax64
+from ncip.scores import ScoringContext, deepgini, get_method
+from ncip.scores.dropout import lexicographic, mc_dropout_probs, variation_ratio
+from ncip.scores.effimap import (
+    Mutant,
+    apply_mutant,
+    effimap_scores,
+    forward_features,
+    kill_matrix,
+    search_mutants,
+)
+from ncip.scores.nns import nns
+from ncip.scores.sets import minmax_scale, sets_order_scores, sets_select
+from ncip.scores.surprise import ClassKDE, dsa, lsa
+from ncip.scores.tdpr import rank_scores, train_ranker, trajectory_features
+
+
+# --- LSA / DSA ----------------------------------------------------------------------------------
+
+
+def test_kde_logpdf_equals_scipy():
+    rng = np.random.default_rng(0)
+    data = rng.normal(size=(200, 4)) @ rng.normal(size=(4, 4))
+    x = rng.normal(size=(30, 4)) * 2
+    ours = ClassKDE(data).logpdf(x)
+    ref = scipy.stats.gaussian_kde(data.T).logpdf(x.T)
+    assert ours == pytest.approx(ref, rel=1e-9, abs=1e-9)
+
+
+def test_lsa_per_predicted_class_against_scipy():
+    rng = np.random.default_rng(1)
+    train = np.concatenate([rng.normal(0, 1, (80, 3)), rng.normal(5, 1, (80, 3))])
+    train_pred = np.repeat([0, 1], 80)
+    test = rng.normal(2, 2, (20, 3))
+    test_pred = rng.integers(0, 2, 20)
+    s = lsa(train, train_pred, test, test_pred)
+    for c in (0, 1):
+        kde = scipy.stats.gaussian_kde(train[train_pred == c].T)
+        idx = test_pred == c
+        assert s[idx] == pytest.approx(-kde.logpdf(test[idx].T))
+
+
+def test_lsa_drops_low_variance_neurons_and_handles_empty_classes():
+    rng = np.random.default_rng(2)
+    train = np.column_stack([rng.normal(size=60), np.full(60, 3.0), rng.normal(size=60)])
+    pred = np.repeat([0, 1], 30)
+    test = rng.normal(size=(5, 3))
+    s = lsa(train, pred, test, np.array([0, 1, 0, 7, 1]))
+    kde = scipy.stats.gaussian_kde(train[pred == 0][:, [0, 2]].T)
+    assert s[0] == pytest.approx(-kde.logpdf(test[[0]][:, [0, 2]].T)[0])
+    assert np.isinf(s[3]) and s[3] > 0  # class 7 has no training members: tested first
+
+
+def test_dsa_measures_dist_b_from_the_reference_point():
+    train = np.array([[0.0, 0.0], [1.0, 0.0], [3.0, 0.0]])
+    pred = np.array([0, 0, 1])
+    test = np.array([[0.9, 0.0], [3.5, 0.0]])
+    s = dsa(train, pred, test, np.array([0, 1]))
+    # x = 0.9: x_a = (1, 0), dist_a = 0.1, dist_b = |(1,0) - (3,0)| = 2 (from x it would be 2.1)
+    assert s[0] == pytest.approx(0.1 / 2.0)
+    # x = 3.5 predicted 1: x_a = (3, 0), dist_a = 0.5, dist_b = 2 (to (1, 0))
+    assert s[1] == pytest.approx(0.5 / 2.0)
+
+
+def test_dsa_scales_in_chunks_to_many_training_points():
+    rng = np.random.default_rng(3)
+    train = rng.normal(size=(5000, 8))
+    pred = rng.integers(0, 10, 5000)
+    s = dsa(train, pred, rng.normal(size=(300, 8)), rng.integers(0, 10, 300))
+    assert s.shape == (300,) and np.all(np.isfinite(s)) and np.all(s > 0)
+
+
+# --- NNS ------------------------------------------------------------------------------------------
+
+
+def test_nns_with_lambda_one_is_deepgini():
+    logits = np.random.default_rng(4).normal(size=(50, 5))
+    assert nns(softmax64(logits), lam=1.0) == pytest.approx(deepgini(logits))
+
+
+def test_nns_smooths_towards_the_neighbours():
+    p = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0]])
+    s = nns(p, k=1, lam=0.5)
+    # sample 0's nearest neighbour is sample 1: p~ = (0.95, 0.05) -> 1 - 0.9025 - 0.0025
+    assert s[0] == pytest.approx(1 - 0.95**2 - 0.05**2)
+    assert s[0] > 0.0 == pytest.approx(1 - 1.0)  # plain DeepGini would give 0
+
+
+# --- SETS -----------------------------------------------------------------------------------------
+
+
+def _naive_sets(F, u, b, a=3.0, ridge=1e-6):
+    pool = np.argsort(-u, kind="stable")[: min(len(u), max(1, int(np.floor(a * b))))]
+    S, gs = [], 0.0
+    for k in range(b):
+        chunk = pool[k::b]
+        if len(chunk) == 0:
+            continue
+        gd = np.array([np.linalg.slogdet(F[S + [i]] @ F[S + [i]].T + ridge * np.eye(len(S) + 1))[1]
+                       for i in chunk])  # fmt: skip
+        g = gd - gs
+        norm = (g - g.min()) / (g.max() - g.min() + 0.5) if g.max() > g.min() else 0 * g
+        j = int(np.argmax(u[chunk] * norm))
+        S.append(int(chunk[j]))
+        gs = gd[j]
+    return S
+
+
+def test_sets_matches_a_brute_force_log_det():
+    rng = np.random.default_rng(5)
+    F = minmax_scale(rng.normal(size=(40, 6)))
+    u = rng.random(40)  # distinct, so the pool order needs no tie-break
+    for b in (3, 5, 10):
+        assert sets_select(F, u, b).tolist() == _naive_sets(F, u, b)
+
+
+def test_sets_on_a_pool_smaller_than_the_budget_takes_the_pool_by_uncertainty():
+    u = np.array([0.1, 0.5, 0.3, 0.9, 0.2])
+    F = np.random.default_rng(6).random((5, 3))
+    assert sets_select(F, u, 10).tolist() == [3, 1, 2, 4, 0]
+    s = sets_order_scores(F, u, 2)
+    order = np.argsort(-s)
+    assert set(order[:2]) <= {3, 1, 2, 4, 0} and sorted(order.tolist()) == list(range(5))
+
+
+# --- TDPR -----------------------------------------------------------------------------------------
+
+
+def test_tdpr_features_on_a_hand_written_trajectory():
+    # one input, 4 epochs, 3 classes; predictions 1, 2, 2, 0 (final = 0)
+    p = np.array([[[0.2, 0.7, 0.1]], [[0.1, 0.2, 0.7]], [[0.2, 0.2, 0.6]], [[0.5, 0.3, 0.2]]])
+    f = trajectory_features(p, start=1)[0]
+    labels = np.array([2, 2, 0])  # epochs from index 1
+    H = -(p[:, 0] * np.log2(p[:, 0])).sum(1)
+    cos = (p[:3, 0] @ p[3, 0]) / (np.linalg.norm(p[:3, 0], axis=1) * np.linalg.norm(p[3, 0]))
+    assert f[0] == pytest.approx(labels.std())
+    assert f[1] == pytest.approx(H[1:].mean()) and f[2] == pytest.approx(H[1:].std())
+    assert f[3] == 2  # label 2 appears twice among the earlier epochs and differs from 0
+    assert f[4] == pytest.approx((1 - cos).mean())
+
+
+def test_tdpr_ranker_learns_which_trajectories_fail():
+    rng = np.random.default_rng(7)
+    feats = rng.random((400, 5))
+    faults = feats[:, 4] > 0.7
+    booster = train_ranker(feats, faults, seed=0)
+    s = rank_scores(booster, feats)
+    assert s[faults].mean() > s[~faults].mean()
+    assert np.array_equal(s, rank_scores(train_ranker(feats, faults, seed=0), feats))
+
+
+# --- Dropout --------------------------------------------------------------------------------------
+
+
+def test_variation_ratio_and_entropy_tie_break():
+    votes = np.array([[0, 0, 0, 0], [0, 1, 0, 1], [2, 2, 2, 1]])
+    assert variation_ratio(votes, 3).tolist() == [0.0, 0.5, 0.25]
+    s = lexicographic(np.array([0.25, 0.25, 0.5]), np.array([2.0, 1.0, 0.0]), 0.25)
+    assert np.argsort(-s).tolist() == [2, 0, 1]  # VR first, then predictive entropy
+
+
+class _WithBNAndDropout(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(4)
+        self.drop = nn.Dropout(0.5)
+        self.head = nn.Linear(4, 3)
+
+    def features(self, x):
+        return self.drop(self.bn(x))
+
+    def forward(self, x):
+        return self.head(self.features(x))
+
+
+def test_mc_dropout_switches_only_dropout_modules_on():
+    m = _WithBNAndDropout()
+    m.bn.running_mean.fill_(100.0)  # batch statistics would differ wildly from these
+    x = np.random.default_rng(8).normal(size=(16, 4)).astype(np.float32)
+    seen = []
+    m.bn.register_forward_hook(lambda mod, i, o: seen.append(mod.training))
+    mean, votes = mc_dropout_probs(m, x, samples=5, rate=0.5, seed=0)
+    assert seen and not any(seen)  # BatchNorm stayed in eval mode
+    assert not m.training and not m.drop.training  # restored afterwards
+    mean2, votes2 = mc_dropout_probs(m, x, samples=5, rate=0.5, seed=0)
+    assert np.array_equal(votes, votes2) and np.allclose(mean, mean2)  # seeded
+
+
+# --- EffiMAP --------------------------------------------------------------------------------------
+
+
+class _ConvNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv2d(1, 3, 3, padding=1)
+        self.bn = nn.BatchNorm2d(3).eval()
+        self.act = nn.LeakyReLU(0.1)
+        self.head = nn.Linear(3 * 4 * 4, 2)
+
+    def forward(self, x):
+        return self.head(self.act(self.bn(self.conv(x))).flatten(1))
+
+
+def _module_io(net, module, x, mutant=None):
+    """(input, output) of one module during a forward pass, optionally with a mutant applied."""
+    seen = {}
+    target = dict(net.named_modules())[module]
+    h = target.register_forward_hook(lambda mod, i, o: seen.__setitem__("io", (i[0], o)))
+    m = apply_mutant(net, mutant) if mutant else None  # registered after: sees the output first
+    with torch.no_grad():
+        net(x)
+    h.remove()
+    if m:
+        m.remove()
+    return seen["io"]
+
+
+@pytest.mark.parametrize("kind,module", [("conv", "conv"), ("bn", "bn"), ("leaky", "act")])
+def test_effimap_mutants_change_only_the_mutated_channel(kind, module):
+    net = _ConvNet()
+    x = torch.rand(5, 1, 4, 4) - 0.5
+    _, base = _module_io(net, module, x)
+    inp, _ = _module_io(net, module, x, Mutant(module, kind, 1, seed=3))
+    # the recording hook runs before the mutant's; the mutant's output is what flows on
+    outs = {}
+    target = dict(net.named_modules())[module]
+    m = apply_mutant(net, Mutant(module, kind, 1, seed=3))
+    h = target.register_forward_hook(lambda mod, i, o: outs.__setitem__("o", o))
+    with torch.no_grad():
+        net(x)
+    m.remove(), h.remove()
+    mutated = outs["o"]
+    assert torch.equal(mutated[:, [0, 2]], base[:, [0, 2]])  # other channels untouched
+    if kind == "conv":
+        assert torch.all(mutated[:, 1] == 0)
+    elif kind == "bn":
+        assert torch.equal(mutated[:, 1], inp[:, 1])  # bypassed: the channel's input
+    else:
+        changed = mutated[:, 1] != base[:, 1]
+        assert changed.any() and torch.all(base[:, 1][changed] < 0)
+
+
+def test_effimap_scores_and_features():
+    kills = np.array([[1, 1, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1]])
+    logits = np.log(np.array([[0.5, 0.5], [0.5, 0.5], [0.9, 0.1]]))
+    s = effimap_scores(kills, logits)
+    assert s == pytest.approx([0.5 * np.log(2), 0.0, np.log(1 / 0.9)])
+    net = _ConvNet().eval()
+    f = forward_features(net, np.random.default_rng(0).random((4, 1, 4, 4), dtype=np.float32))
+    assert f.shape == (4, 2 + 2 + 3 + 3)  # conv, bn (mean, var); leaky (+neg); linear (+entropy)
+
+
+def test_effimap_search_keeps_useful_mutants_only():
+    from ncip.data import Split
+
+    net = _ConvNet().eval()
+    rng = np.random.default_rng(1)
+    x = rng.random((64, 1, 4, 4), dtype=np.float32)
+    with torch.no_grad():
+        y = net(torch.from_numpy(x)).argmax(1).numpy()
+    y[:8] = 1 - y[:8]  # some inputs are misclassified
+    mutants = search_mutants(net, Split(x, y, np.arange(64).astype(str)), 100, None, 60.0)
+    k = kill_matrix(net, mutants, x)
+    assert all(k[:, j].any() for j in range(len(mutants)))  # every kept mutant changes something
+
+
+# --- through the registry, on the tiny trained model ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ctx(tiny_run):
+    s = tiny_run["splits"]
+    return ScoringContext(
+        subject="digits-lenet5", seed=0, checkpoint_dir=tiny_run["dir"] / "models",
+        eval_splits={"test": s["test"]}, train=s["train"], labelled={"test": s["val"]},
+        options={"dropout": {"samples": 20}, "effimap": {"labelled_inputs": 40,
+                 "input_mutants": 3, "vae_epochs": 1, "trees": 5}},
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["lsa", "dsa", "dropout", "nns", "sets", "tdpr", "effimap"])
+def test_every_baseline_scores_every_input_deterministically(ctx, tiny_run, name):
+    s1 = get_method(name).score(ctx, "test")
+    s2 = get_method(name).score(ctx, "test")
+    assert s1.shape == (len(tiny_run["splits"]["test"]),)
+    assert not np.isnan(s1).any()
+    assert np.array_equal(s1, s2)
+
+
+def test_methods_never_see_the_test_labels(ctx):
+    assert (ctx.split("test").y == -1).all()
+
+
+def test_missing_inputs_give_clear_errors(tiny_run):
+    s = tiny_run["splits"]
+    bare = ScoringContext(subject="x", seed=0, checkpoint_dir=tiny_run["dir"] / "models",
+                          eval_splits={"test": s["test"]})  # fmt: skip
+    with pytest.raises(ValueError, match="training split"):
+        get_method("lsa").score(bare, "test")
+    for name in ("tdpr", "effimap"):
+        with pytest.raises(ValueError, match="labelled"):
+            get_method(name).score(bare, "test")
+    assert len(list_checkpoints(tiny_run["dir"] / "models")) == 6
