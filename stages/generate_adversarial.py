@@ -8,7 +8,7 @@ import typer
 
 from ncip.attacks import AttackConfig, attack_split, check_attack_names, combine, parse_number
 from ncip.checkpoints import list_checkpoints, load_model
-from ncip.data import load_info, load_split, save_split
+from ncip.data import load_info, load_split, save_split, stratified_split
 from ncip.logs import log
 from ncip.io import write_json
 from ncip.predict import batched_outputs, resolve_device
@@ -33,6 +33,7 @@ def main(
     cw_steps: int = typer.Option(50),
     cw_lr: float = typer.Option(0.01),
     splits: str = typer.Option("test,val", help="prepared splits to attack"),
+    val_size: int = typer.Option(0, min=0, help="attack a stratified subset of val this large (0: all)"),
     seed: int = typer.Option(0),
     run: int = typer.Option(0, min=0),
     batch_size: int = typer.Option(500, min=1),
@@ -43,6 +44,11 @@ def main(
                        cw_kappa=cw_kappa, cw_steps=cw_steps, cw_lr=cw_lr)  # fmt: skip
     cfg.validate()
     sources = {name: load_split(data / f"{name}.npz") for name in split_list(splits)}
+    if "val" in sources and 0 < val_size < len(sources["val"]):
+        # The attacked val split only trains TDPR's and EffiMAP's predictors; a subset suffices.
+        val = sources["val"]
+        _, keep = stratified_split(val.y, val_size / len(val), np.random.default_rng(seed))
+        sources["val"] = val.subset(keep)
     final = list_checkpoints(checkpoints)[-1]
     if load_info(data).kind != "image":
         with atomic_dir(out):

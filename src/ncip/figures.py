@@ -8,6 +8,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # headless: figures are files
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
@@ -52,4 +53,34 @@ def training_figure(history: pd.DataFrame, selected: list[int], path: Path, titl
     a2.scatter(sel["epoch"], sel["sigma_cos"], color="C3", zorder=3, s=14, label="NC-selected")
     a2.set(title=f"{title}: head equiangularity", xlabel="epoch", ylabel="σ_cos (Eq. 5)")
     a2.legend()
+    _save(fig, path)
+
+
+def tsne_figure(final: np.ndarray, aggregated: np.ndarray, wrong: np.ndarray, path: Path,
+                title: str, seed: int = 0) -> None:  # fmt: skip
+    """t-SNE of final vs NC-aggregated output vectors, misclassified inputs in red (Fig. 1)."""
+    from sklearn.manifold import TSNE
+
+    sns.set_theme(style="white")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 5))
+    for ax, data, name in ((axes[0], final, "final checkpoint"),
+                           (axes[1], aggregated, "mean over NC-selected checkpoints")):  # fmt: skip
+        emb = TSNE(n_components=2, init="pca", random_state=seed, perplexity=30).fit_transform(data)
+        ax.scatter(emb[~wrong, 0], emb[~wrong, 1], s=4, c="lightgray", label="correct")
+        ax.scatter(emb[wrong, 0], emb[wrong, 1], s=6, c="crimson", label="misclassified")
+        ax.set(title=f"{title}: {name}", xticks=[], yticks=[])
+        ax.legend(loc="lower right", markerscale=3)
+    _save(fig, path)
+
+
+def band_figure(df: pd.DataFrame, x: str, series: dict[str, tuple[str, str]], path: Path,
+                title: str, xlabel: str, ylabel: str) -> None:  # fmt: skip
+    """Lines with a ±std band: series = {label: (mean column, std column)} (Fig. 3)."""
+    sns.set_theme(style="whitegrid")
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, (mean, std) in series.items():
+        ax.plot(df[x], df[mean], label=label)
+        ax.fill_between(df[x], df[mean] - df[std], df[mean] + df[std], alpha=0.2)
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    ax.legend()
     _save(fig, path)

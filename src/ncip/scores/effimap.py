@@ -26,9 +26,10 @@ A4. One ``XGBClassifier(objective='binary:logistic', max_delta_step=5)`` per mut
 At test time: ``score = mean(predicted kill vector) * (-log max p)``.
 
 Sizes (``size`` option): "reduced" (default here) uses 500 labelled inputs x 20 input mutants,
-at most 100 model mutants found in 300 search steps, 20 VAE epochs and 100 trees; "full" is the
-reference's: every labelled input x 200 input mutants, 100 mutants within a 10-minute search,
-100 VAE epochs and 1000 trees.
+at most 100 model mutants found in 300 search steps, a VAE trained 20 epochs on at most 2,000
+labelled images, and 100 trees; "full" is the reference's: every labelled input x 200 input
+mutants, 100 mutants within a 10-minute search, 100 VAE epochs on every labelled image and 1000
+trees.
 """
 
 from __future__ import annotations
@@ -48,9 +49,9 @@ from ncip.scores.uncertainty import msp
 
 SIZES = {
     "reduced": dict(labelled_inputs=500, input_mutants=20, max_mutants=100, search_steps=300,
-                    search_seconds=600.0, vae_epochs=20, trees=100),
+                    search_seconds=600.0, vae_images=2000, vae_epochs=20, trees=100),
     "full": dict(labelled_inputs=None, input_mutants=200, max_mutants=100, search_steps=None,
-                 search_seconds=600.0, vae_epochs=100, trees=1000),
+                 search_seconds=600.0, vae_images=None, vae_epochs=100, trees=1000),
 }  # fmt: skip
 ACC_TOLERANCE = 0.05
 RELU_FRACTION = 0.1
@@ -379,7 +380,10 @@ class EffiMAP:
         mutants = search_mutants(model, val, cfg["max_mutants"], cfg["search_steps"],
                                  cfg["search_seconds"], ctx.seed)  # fmt: skip
         log.info("effimap: %d model mutants kept", len(mutants))
-        vae = train_vae(val.x, cfg["vae_epochs"], ctx.seed, next(model.parameters()).device)
+        m = cfg["vae_images"]
+        vae_x = val.x if m is None or m >= len(val) else val.x[
+            np.sort(rng.choice(len(val), m, replace=False))]  # fmt: skip
+        vae = train_vae(vae_x, cfg["vae_epochs"], ctx.seed, next(model.parameters()).device)
         samples = vae_mutants(vae, subset.x, cfg["input_mutants"], ctx.seed)
         X = forward_features(model, samples)
         K = kill_matrix(model, mutants, samples)
