@@ -3,7 +3,7 @@ SHELL := /bin/bash
 export DVC_NO_ANALYTICS := 1
 VENV := .venv/bin
 
-.PHONY: repro test test-fast setup
+.PHONY: repro test test-fast setup sweep
 
 repro:  ## set up, get the dataset, reproduce the whole pipeline
 	bash scripts/setup.sh --data
@@ -16,3 +16,7 @@ test:  ## set up, run the whole test suite (CPU, a few minutes)
 test-fast:  ## the suite without the slow end-to-end DVC tests
 	bash scripts/setup.sh
 	PATH="$(CURDIR)/.venv/bin:$$PATH" $(VENV)/python -m pytest -q -m "not slow"
+
+sweep:  ## sensitivity to alpha and K as queued DVC experiments (after `make repro`)
+	bash scripts/setup.sh
+	bash scripts/sweep.sh

@@ -1,12 +1,13 @@
 """score-ncip: TVD, margin and NCIP per test input, with the paper's ablations (Tables 7-8)."""
 
 import json
+import time
 from pathlib import Path
 
 import pandas as pd
 import typer
 
-from ncip.io import write_parquet
+from ncip.io import write_json, write_parquet
 from ncip.predict import read_prediction_dir, stack_split
 from ncip.scores.ncip import ablation_scores
 from ncip.scoretable import score_rows
@@ -21,7 +22,9 @@ def main(
     predictions: Path = typer.Option(..., help="directory from predict-probabilities"),
     selection: Path = typer.Option(..., help="selection record from select-checkpoints"),
     out: Path = typer.Option(..., help="score table (Parquet)"),
+    cost_out: Path = typer.Option(..., help="NCIP's selection, prediction, scoring seconds"),
 ) -> None:
+    t0 = time.perf_counter()
     plan = json.loads(selection.read_text())
     table = read_prediction_dir(predictions)
     parts = []
@@ -35,6 +38,10 @@ def main(
             parts.append(score_rows(plan["subject"], plan["run"], split, stack.sample_id,
                                     stack.label, pred, method, s))  # fmt: skip
     write_parquet(out, pd.concat(parts, ignore_index=True))
+    timing = json.loads((predictions / "timing.json").read_text())
+    write_json(cost_out, {"select": plan["seconds"], "predict": timing["seconds"],
+                          "predicted_checkpoints": timing["checkpoints"],
+                          "score": time.perf_counter() - t0})  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,0 +1,81 @@
+"""Collect the sweep-* experiments of `dvc exp show --json` into sensitivity tables and figures."""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import typer
+import yaml
+
+from ncip.figures import line_figure
+from ncip.io import atomic_path, write_text
+from ncip.stage import StageError, stage_main
+
+app = typer.Typer(add_completion=False)
+
+
+def experiments(node, found=None):
+    """Every (name, params, metrics) in DVC's nested experiment listing."""
+    found = [] if found is None else found
+    if isinstance(node, dict):
+        data = node.get("data")
+        if isinstance(node.get("name"), str) and isinstance(data, dict) and "params" in data:
+            params = data["params"].get("params.yaml", {}).get("data", {})
+            metrics = {f: v.get("data", {}) for f, v in (data.get("metrics") or {}).items()}
+            found.append((node["name"], params, metrics))
+        for v in node.values():
+            experiments(v, found)
+    elif isinstance(node, list):
+        for v in node:
+            experiments(v, found)
+    return found
+
+
+@app.command()
+@stage_main
+def main(
+    exps: Path = typer.Option(..., help="output of `dvc exp show --json`"),
+    params: Path = typer.Option(Path("params.yaml")),
+    metrics_out: Path = typer.Option(Path("metrics/sensitivity.md")),
+    plots_dir: Path = typer.Option(Path("plots/sensitivity")),
+) -> None:
+    subjects = yaml.safe_load(params.read_text())["subjects"]
+    rows = []
+    for name, p, m in experiments(json.loads(exps.read_text())):
+        if not name.startswith("sweep-"):
+            continue
+        clean = m.get("metrics/clean.json", {})
+        for s in subjects:
+            rows.append({"experiment": name, "sweep": name.split("-")[1], "alpha": p.get("alpha"),
+                         "k": p.get("k"), "subject": s,
+                         "rauc_all": clean.get("rauc_all", {}).get("ncip", {}).get(s),
+                         "fault_types_5pct": clean.get("fault_types_5pct", {}).get("ncip", {}).get(s)})  # fmt: skip
+    df = pd.DataFrame(rows).drop_duplicates(["experiment", "subject"])
+    if df.empty:
+        raise StageError(f"no sweep-* experiments in {exps}; run scripts/sweep.sh")
+    lines = ["NCIP's RAUC-ALL and fault types at a 5% budget on clean data, from the `sweep-*` "
+             "DVC experiments (`make sweep`). alpha varies with K at its default and vice versa; "
+             "where K is at least the pool size the whole pool is used.", ""]  # fmt: skip
+    for sweep, x in (("alpha", "alpha"), ("k", "k")):
+        part = df[df["sweep"] == sweep].sort_values(x)
+        if part.empty:
+            continue
+        for metric in ("rauc_all", "fault_types_5pct"):
+            wide = part.pivot(index=x, columns="subject", values=metric).reset_index()
+            with atomic_path(plots_dir / f"{sweep}-{metric}.csv") as tmp:
+                wide.to_csv(tmp, index=False)
+            fig = "Fig. 8" if metric == "rauc_all" else "Fig. 7"
+            line_figure(wide, x, plots_dir / f"{sweep}-{metric}.png",
+                        f"NCIP {metric} against {x} (paper {fig})", x, metric, highlight="")  # fmt: skip
+            lines += [f"### {metric} against {x}", "",
+                      "| " + x + " | " + " | ".join(wide.columns[1:]) + " |",
+                      "|---:|" + "---:|" * (len(wide.columns) - 1)]  # fmt: skip
+            for r in wide.itertuples(index=False):
+                lines.append("| " + " | ".join(f"{v:.3f}" if isinstance(v, float) and metric ==
+                                                "rauc_all" else f"{v}" for v in r) + " |")  # fmt: skip
+            lines += ["", f"![{sweep} {metric}](../plots/sensitivity/{sweep}-{metric}.png)", ""]
+    write_text(metrics_out, "\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    app()
