@@ -22,9 +22,11 @@ for a in $ALPHAS; do dvc exp run --queue evaluate-rauc -S "alpha=$a" -n "sweep-a
 for k in $KS; do dvc exp run --queue evaluate-rauc -S "k=$k" -n "sweep-k-$k"; done
 # one worker: parallel workers are known to be flaky (treeverse/dvc#10673)
 dvc queue start -j 1
+# (the status is captured first: `dvc ... | grep -q` under pipefail fails on SIGPIPE)
+queue_status() { dvc queue status 2>/dev/null || true; }
 sleep 5
-while dvc queue status 2>/dev/null | grep -qE "Queued|Running"; do sleep 15; done
-if dvc queue status 2>/dev/null | grep -q "Failed"; then
+while grep -qE "Queued|Running" <<< "$(queue_status)"; do sleep 15; done
+if grep -q "Failed" <<< "$(queue_status)"; then
   echo "error: some sweep experiments failed; see 'dvc queue logs <name>'" >&2
   dvc queue status >&2
   exit 1

@@ -17,6 +17,7 @@ from ncip.report import (
     agreement_paragraph,
     column_of,
     cost_table,
+    retrain_by_subject,
     retrain_markdown,
     side_by_side,
     significance_markdown,
@@ -84,10 +85,11 @@ def main(
                    metrics_dir)  # fmt: skip
     write_text(out, text)
     if retrain:
-        rows = [{"method": display(m), **{k: v["methods"].get(m, {}).get("gain", np.nan) * 100
-                                         for k, v in retrain.items()}}
-                for m in methods if any(m in v["methods"] for v in retrain.values())]  # fmt: skip
+        by_subject = retrain_by_subject(retrain)
+        rows = [{"method": display(m), **{s: g.get(m, np.nan) for s, g in by_subject.items()}}
+                for m in methods if any(m in g for g in by_subject.values())]  # fmt: skip
         df = pd.DataFrame(rows)
+        df["average"] = df.drop(columns="method").mean(axis=1)
         with atomic_path(plots_dir / "retrain.csv") as tmp:
             df.to_csv(tmp, index=False)
     if not weak.empty:
@@ -183,12 +185,14 @@ def _render(mean, sd, subjects, runs, methods, sig, sig_runs, costs, retrain, we
               "`metrics/sensitivity.md` and re-renders this report with it.", ""]  # fmt: skip
     L += ["## Figures", ""]
     for s in subjects:
+        links = [f"[fault diversity (Fig. 5)](../plots/figures/fault_diversity-{s}.png)",
+                 f"[detection curve](../plots/figures/detection-{s}.png)"]  # fmt: skip
         for r in runs:
-            L.append(f"- {s} run {r}: [fault diversity (Fig. 5)](../plots/figures/fault_diversity-{s}.png), "
-                     f"[detection curve](../plots/figures/detection-{s}.png), "
-                     f"[TVD vs checkpoints (Fig. 3)](../plots/analysis/{s}-run-{r}/tvd_curve.png), "
-                     f"[weak collapse (Fig. 9)](../plots/analysis/{s}-run-{r}/weak_collapse.png), "
-                     f"[t-SNE (Fig. 1)](../plots/analysis/{s}-run-{r}/tsne.png)")  # fmt: skip
+            a = f"../plots/analysis/{s}-run-{r}"
+            links += [f"run {r}: [TVD vs checkpoints (Fig. 3)]({a}/tvd_curve.png)",
+                      f"[weak collapse (Fig. 9)]({a}/weak_collapse.png)",
+                      f"[t-SNE (Fig. 1)]({a}/tsne.png)"]  # fmt: skip
+        L.append(f"- {s}: " + ", ".join(links))
     return "\n".join(L) + "\n"
 
 

@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 import yaml
 from conftest import ROOT
@@ -24,12 +25,17 @@ def repo(tmp_path_factory):
     d = tmp_path_factory.mktemp("e2e")
     for name in ("dvc.yaml", "params.yaml"):
         shutil.copy(ROOT / name, d / name)
-    shutil.copytree(ROOT / "stages", d / "stages", ignore=shutil.ignore_patterns("__pycache__"))
+    for folder in ("stages", "scripts"):
+        shutil.copytree(ROOT / folder, d / folder, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "src", d / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     params = yaml.safe_load((d / "params.yaml").read_text())
     params.update(k=3, subjects=["digits-lenet5"], runs=[0])
     params["train"]["epochs"] = 6
     params["baselines"]["random_repeats"] = 2
+    params["baselines"]["dropout_samples"] = 20
+    params["attack"]["cw_steps"] = 10
+    params["analysis"].update(weak_steps="2,4", tsne_points=200)
+    params["retrain"]["seeds"] = 1
     (d / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     env = {**os.environ, "DVC_NO_ANALYTICS": "1",
            "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
@@ -49,11 +55,19 @@ def repo(tmp_path_factory):
 
 def test_repro_runs_every_stage_and_writes_metrics(repo):
     d, _, _, out = repo
-    for st in ("prepare-data", "train-with-checkpoints", "select-checkpoints",
-               "predict-probabilities", "score-ncip", "score-baselines", "evaluate-rauc"):
+    for st in ("prepare-data", "train-with-checkpoints", "generate-adversarial",
+               "select-checkpoints", "predict-probabilities", "score-ncip", "score-baselines",
+               "evaluate-rauc", "analyze-checkpoints", "retrain-guidance", "report"):
         assert f"Running stage '{st}" in out
-    m = json.loads((d / "metrics" / "clean.json").read_text())
-    assert set(m["rauc_all"]) >= {"ncip", "tvd", "tvd+nc", "tvd+margin", "random", "deepgini"}
+    for name in ("clean.json", "adversarial.json"):
+        m = json.loads((d / "metrics" / name).read_text())
+        assert set(m["rauc_all"]) >= {"ncip", "tvd", "tvd+nc", "tvd+margin", "random", "lsa",
+                                      "dsa", "entropy", "deepgini", "msp", "pcs", "dropout",
+                                      "effimap", "nns", "tdpr", "sets"}  # fmt: skip
+    report = (d / "metrics" / "report.md").read_text()
+    for table in ("Table 3", "Table 4", "Table 5", "Table 6", "Table 7", "Table 8", "Table 9"):
+        assert table in report
+    assert (d / "plots" / "analysis" / "digits-lenet5-run-0" / "tsne.png").exists()
     assert len(list((d / "models" / "digits-lenet5" / "run-0").glob("*.safetensors"))) == 6
 
 
@@ -75,3 +89,21 @@ def test_exp_run_k_reruns_selection_onwards_but_not_training(repo):
     changed = json.loads(diff)["metrics/clean.json"]
     assert any(key.startswith("rauc_all.ncip") for key in changed)  # K moved NCIP's numbers
     assert not any(".deepgini." in key for key in changed)  # baselines did not move
+
+
+def test_sweep_makes_sensitivity_figures_and_experiments_compare(repo):
+    d, env, dvc, _ = repo
+    run(["git", "add", "-A"], d, env)
+    run(["git", "commit", "-qm", "after k experiment", "--allow-empty"], d, env)
+    run(["bash", "scripts/sweep.sh"], d, {**env, "ALPHAS": "0.5", "KS": "2"})
+    md = (d / "metrics" / "sensitivity.md").read_text()
+    assert "rauc_all against alpha" in md and "rauc_all against k" in md
+    for f in ("alpha-rauc_all", "k-rauc_all", "alpha-fault_types_5pct", "k-fault_types_5pct"):
+        assert (d / "plots" / "sensitivity" / f"{f}.png").exists()
+        assert not pd.read_csv(d / "plots" / "sensitivity" / f"{f}.csv").isna().any().any()
+    assert "Sensitivity to alpha and K" in (d / "metrics" / "report.md").read_text()
+    diff = json.loads(run(dvc + ["metrics", "diff", "sweep-alpha-0.5", "sweep-k-2", "--json"], d,
+                          env))  # fmt: skip
+    assert any(k.startswith("rauc_all.ncip") for k in diff["metrics/clean.json"])
+    run(dvc + ["plots", "diff", "sweep-alpha-0.5", "sweep-k-2", "-o", str(d / "pdiff")], d, env)
+    assert (d / "pdiff" / "index.html").stat().st_size > 10_000

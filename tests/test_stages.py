@@ -112,8 +112,11 @@ def test_stages_chain_on_the_tiny_run(tiny_run, tmp_path):
     t = pd.read_parquet(pred / files[-1])
     assert {"subject", "epoch", "split", "sample_id", "label", "pred", "prob_9"} <= set(t.columns)
     assert t[[f"prob_{c}" for c in range(10)]].sum(axis=1).round(9).eq(1).all()
-    assert invoke("score_ncip", "--predictions", pred, "--selection", sel,
-                  "--out", scores / "ncip.parquet").exit_code == 0
+    r = invoke("score_ncip", "--predictions", pred, "--selection", sel,
+               "--out", scores / "ncip.parquet", "--cost-out", scores / "ncip-cost.json")
+    assert r.exit_code == 0, r.output
+    cost = json.loads((scores / "ncip-cost.json").read_text())
+    assert cost["predicted_checkpoints"] == len(wanted) and cost["predict"] > 0
     r = invoke("score_baselines", "--subject", "digits-lenet5", "--data", d / "data",
                "--checkpoints", d / "models", "--out", scores / "baselines.parquet",
                "--cost-out", scores / "cost.json", "--random-repeats", 3)  # fmt: skip

@@ -31,8 +31,26 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
 
 
 def write_json(path: Path | str, obj: Any) -> None:
+    """Write strict JSON (NaN and infinities become null), atomically."""
+    text = json.dumps(_finite(obj), indent=2, sort_keys=False, default=_jsonable, allow_nan=False)
     with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(obj, indent=2, sort_keys=False, default=_jsonable) + "\n")
+        tmp.write_text(text + "\n")
+
+
+def _finite(o: Any) -> Any:
+    import math
+
+    import numpy as np
+
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, list | tuple):
+        return [_finite(v) for v in o]
+    if isinstance(o, np.ndarray):
+        return _finite(o.tolist())
+    if isinstance(o, float | np.floating):
+        return float(o) if math.isfinite(o) else None
+    return o
 
 
 def _jsonable(o: Any) -> Any:

@@ -1,0 +1,150 @@
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.stats
+
+from ncip import paper
+from ncip.data import Split
+from ncip.predict import softmax64
+from ncip.report import cost_table, retrain_by_subject, side_by_side
+from ncip.retrain import RetrainConfig, retrain_gains, split_pool
+from ncip.study import holm, rank_biserial, tvd_curve, weak_collapse_curve, wilcoxon_table
+
+
+def test_holm_by_hand():
+    assert holm([0.01, 0.04, 0.03]).tolist() == pytest.approx([0.03, 0.06, 0.06])
+    assert holm([0.5, 0.9]).tolist() == pytest.approx([1.0, 1.0])
+
+
+def test_rank_biserial_by_hand():
+    # differences 1, 2, -3: ranks 1, 2, 3 -> (3 - 3) / 6 = 0
+    assert rank_biserial([2, 3, 0], [1, 1, 3]) == pytest.approx(0.0)
+    assert rank_biserial([2, 3, 4], [1, 1, 1]) == 1.0
+    assert rank_biserial([1, 1], [1, 1]) == 0.0
+
+
+def test_wilcoxon_matches_scipy_and_the_papers_extremes():
+    rng = np.random.default_rng(0)
+    base = rng.random(14)
+    wide = pd.DataFrame({"ncip": base + 0.01 + rng.random(14) * 0.01, "deepgini": base,
+                         "random": base - 0.3})  # fmt: skip
+    t = wilcoxon_table(wide).set_index("baseline")
+    # NCIP above a baseline on all 14 pairs: the exact one-sided p is 2^-14 = 6.10e-5 (Table 5)
+    assert t.loc["random", "p_raw"] == pytest.approx(2**-14)
+    assert t.loc["random", "effect_size"] == 1.0
+    ref = scipy.stats.wilcoxon(wide["ncip"], wide["deepgini"], alternative="greater").pvalue
+    assert t.loc["deepgini", "p_raw"] == pytest.approx(ref)
+    assert t.loc["random", "p_holm"] == pytest.approx(min(1, 2 * 2**-14))
+
+
+def test_weak_collapse_and_tvd_curves():
+    rng = np.random.default_rng(1)
+    probs = softmax64(rng.normal(size=(12, 300, 4)) * np.linspace(0.5, 3, 12)[:, None, None])
+    labels = probs[-1].argmax(1).copy()
+    labels[:60] = (labels[:60] + 1) % 4  # 60 faults of the final model
+    sigma = np.linspace(0.3, 0.1, 12)
+    w = weak_collapse_curve(probs, labels, sigma, k=3, alpha=0.9, steps=[4, 8, 12])
+    assert w["checkpoints"].tolist() == [4, 8, 12]
+    assert w["accuracy"].iloc[-1] == pytest.approx(0.8)
+    assert ((w["rauc_all"] > 0) & (w["rauc_all"] <= 1)).all()
+    t = tvd_curve(probs, labels)
+    assert t["checkpoints"].iloc[0] == 2 and t["checkpoints"].iloc[-1] == 12
+    assert (t["correct_mean"] >= 0).all()
+
+
+def test_retraining_uses_a_disjoint_pool_and_one_budget_for_all(tiny_run):
+    from ncip.checkpoints import list_checkpoints, load_model
+
+    s = tiny_run["splits"]
+    cfg = RetrainConfig(epochs=1, seeds=2)
+    pool, evaluation = split_pool(s["test"], cfg)
+    assert not set(pool) & set(evaluation) and len(pool) + len(evaluation) == len(s["test"])
+    model = load_model(list_checkpoints(tiny_run["dir"] / "models")[-1].path)
+    rng = np.random.default_rng(0)
+    scores = {"a": rng.random(len(s["test"])), "b": rng.random(len(s["test"]))}
+    rows = retrain_gains(model, s["train"], s["test"], scores, cfg)
+    assert len(rows) == 4 and rows["selected"].nunique() == 1
+    assert rows["selected"].iloc[0] == round(0.2 * len(pool))
+    assert np.allclose(rows["gain"], rows["after"] - rows["before"])
+    again = retrain_gains(model, s["train"], s["test"], scores, cfg)
+    assert np.allclose(rows["after"], again["after"])  # seeded
+    with pytest.raises(ValueError, match="budget"):
+        RetrainConfig(budget=0).validate()
+
+
+def test_paper_values_are_the_papers():
+    assert paper.TABLE3["ncip"][("fmnist", "lenet5")] == 0.931
+    assert paper.TABLE4["tdpr"][("fmnist", "lenet5")] == 0.655
+    assert paper.TABLE6_RAUCALL["tdpr"][("cifar10", "resnet18")] == 0.937
+    assert paper.TABLE6_RAUC500["ncip"][("tinyimagenet", "densenet201")] == 0.988
+    assert paper.TABLE8["tvd+nc"][("imdb", "transformer")] == 0.851
+    assert paper.TABLE7["ncip"][("cifar100", "densenet121")] == 374
+    assert ("imdb", "textcnn") not in paper.TABLE3["effimap"]  # "–" in the paper
+    assert paper.paper_column("mnist5k", "lenet1") == ("mnist", "lenet1")
+
+
+def test_side_by_side_sets_ours_beside_the_paper():
+    mean = pd.DataFrame({"subject": "fmnist-lenet5", "split": "test",
+                         "method": ["ncip", "deepgini"], "rauc_all": [0.93, 0.89]})  # fmt: skip
+    md = side_by_side(mean, "test", "rauc_all", paper.TABLE3, ["deepgini", "ncip"],
+                      ["fmnist-lenet5"])  # fmt: skip
+    assert "| NCIP | **0.930** | **0.931** |" in md
+    assert "| DeepGini | 0.890 | 0.898 |" in md
+
+
+def test_cost_table_and_retrain_aggregation():
+    costs = {"fmnist-lenet5/run-0": {
+        "baselines": {"final_model_inference": {"seconds": 1.0},
+                      "lsa": {"prepare": 0.0, "score": {"test": 2.0}},
+                      "dsa": {"prepare": 0.0, "score": {"test": 3.0}},
+                      "entropy": {"prepare": 0.0, "score": {"test": 0.25}},
+                      "deepgini": {"prepare": 0.0, "score": {"test": 0.25}},
+                      "msp": {"prepare": 0.0, "score": {"test": 0.25}},
+                      "pcs": {"prepare": 0.0, "score": {"test": 0.25}},
+                      "tdpr": {"prepare": 0.0, "score": {"test": 1.5}, "prepare[test]": 4.0}},
+        "ncip": {"select": 0.5, "predict": 6.0}}}  # fmt: skip
+    md = cost_table(costs)
+    assert "| fmnist-lenet5/run-0 | 5.00 | 2.00 | – |" in md and "| 4.00 | 1.50 | 0.50 | 6.00 |" in md
+    assert "↳ paper | 72.93" in md
+    g = retrain_by_subject({"s-x/run-0": {"methods": {"ncip": {"gain": 0.01}}},
+                            "s-x/run-1": {"methods": {"ncip": {"gain": 0.03}}}})  # fmt: skip
+    assert g["s-x"]["ncip"] == pytest.approx(2.0)
+
+
+def test_sweep_collection_reads_dvcs_experiment_listing(tmp_path):
+    import importlib.util
+
+    from conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("collect", ROOT / "scripts" / "collect_sweep.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    exp = lambda name, alpha, v: {"rev": "abc", "name": name, "data": {  # noqa: E731
+        "params": {"params.yaml": {"data": {"alpha": alpha, "k": 30}}},
+        "metrics": {"metrics/clean.json": {"data": {"rauc_all": {"ncip": {"s-x": v}},
+                                                     "fault_types_5pct": {"ncip": {"s-x": 3}}}}}}}
+    listing = [{"rev": "workspace", "name": None, "data": {}, "experiments": [
+        {"revs": [exp("sweep-alpha-0.1", 0.1, 0.8)]}, {"revs": [exp("sweep-alpha-0.9", 0.9, 0.9)]},
+        {"revs": [exp("other", 0.5, 0.1)]}]}]  # fmt: skip
+    found = mod.experiments(listing)
+    assert sorted(n for n, _, _ in found) == ["other", "sweep-alpha-0.1", "sweep-alpha-0.9"]
+    f = tmp_path / "exps.json"
+    f.write_text(json.dumps(listing))
+    params = tmp_path / "params.yaml"
+    params.write_text("subjects: [s-x]\n")
+    from typer.testing import CliRunner
+
+    r = CliRunner().invoke(mod.app, ["--exps", str(f), "--params", str(params), "--metrics-out",
+                                     str(tmp_path / "s.md"), "--plots-dir", str(tmp_path / "p")])
+    assert r.exit_code == 0, r.output
+    csv = pd.read_csv(tmp_path / "p" / "alpha-rauc_all.csv")
+    assert csv["alpha"].tolist() == [0.1, 0.9] and csv["s-x"].tolist() == [0.8, 0.9]
+    assert (tmp_path / "p" / "alpha-rauc_all.png").exists()
+
+
+def test_split_sizes():
+    s = Split(np.zeros((10, 1, 2, 2), np.uint8), np.arange(10) % 2, np.arange(10).astype(str))
+    pool, ev = split_pool(s, RetrainConfig(pool_fraction=0.4))
+    assert len(pool) == 4 and len(ev) == 6
