@@ -10,7 +10,7 @@ import yaml
 
 from ncip import paper
 from ncip.evaluation import ABLATION, aggregate, display
-from ncip.figures import line_figure
+from ncip.figures import bar_figure, line_figure
 from ncip.io import atomic_path, write_json, write_text
 from ncip.report import (
     BASELINES,
@@ -90,6 +90,9 @@ def main(
                 for m in methods if any(m in g for g in by_subject.values())]  # fmt: skip
         df = pd.DataFrame(rows)
         df["average"] = df.drop(columns="method").mean(axis=1)
+        bar_figure(df, "method", "average", plots_dir / "report" / "retrain.png",
+                   "Accuracy gain after fine-tuning on each method's top 20% (paper Fig. 6)",
+                   "mean gain over subjects (percentage points)")  # fmt: skip
         with atomic_path(plots_dir / "retrain.csv") as tmp:
             df.to_csv(tmp, index=False)
     if not weak.empty:
@@ -158,7 +161,7 @@ def _render(mean, sd, subjects, runs, methods, sig, sig_runs, costs, retrain, we
               "fine-tuning the final model on each method's top 20% of the other half (with true "
               "labels) plus as many replayed training inputs; mean over fine-tuning seeds. The "
               "paper reports average gains of 1.52-5.94 points for NCIP.", "",
-              retrain_markdown(retrain)]  # fmt: skip
+              retrain_markdown(retrain), "![retraining](../plots/report/retrain.png)", ""]  # fmt: skip
     if not weak.empty:
         w = weak.groupby(["checkpoints", "subject"])["rauc_all"].mean().unstack("subject")
         L += ["## Weak neural collapse (paper Fig. 9)", "",

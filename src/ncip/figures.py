@@ -84,3 +84,16 @@ def band_figure(df: pd.DataFrame, x: str, series: dict[str, tuple[str, str]], pa
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     ax.legend()
     _save(fig, path)
+
+
+def bar_figure(df: pd.DataFrame, label: str, value: str, path: Path, title: str,
+               xlabel: str) -> None:  # fmt: skip
+    """Horizontal bars of ``value`` per ``label``, NCIP highlighted (Fig. 6)."""
+    sns.set_theme(style="whitegrid")
+    d = df.sort_values(value)
+    fig, ax = plt.subplots(figsize=(7, 0.35 * len(d) + 1.5))
+    colors = ["crimson" if m == "NCIP" else "steelblue" for m in d[label]]
+    ax.barh(d[label], d[value], color=colors)
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.set(title=title, xlabel=xlabel, ylabel="method")
+    _save(fig, path)
