@@ -15,7 +15,13 @@ from pathlib import Path
 import torch
 import typer
 
-from ncip.checkpoints import checkpoint_name, list_checkpoints, load_model, read_head, save_checkpoint
+from ncip.checkpoints import (
+    checkpoint_name,
+    list_checkpoints,
+    load_model,
+    read_head,
+    save_checkpoint,
+)
 from ncip.collapse import plan_selection, sigma_cos
 from ncip.models import create_model
 

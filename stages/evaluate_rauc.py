@@ -5,14 +5,12 @@ from pathlib import Path
 
 import pandas as pd
 import typer
-import yaml
 
 from ncip.evaluation import (
     ABLATION,
     aggregate,
     attack_table,
     detection_curve,
-    display,
     evaluate_table,
     fault_curve,
     markdown_table,
@@ -23,7 +21,7 @@ from ncip.figures import line_figure
 from ncip.io import atomic_path, write_json, write_text
 from ncip.scoretable import read_score_tables
 from ncip.stage import StageError, split_list, stage_main
-from ncip.subjects import parse_subject
+from ncip.subjects import load_study
 
 app = typer.Typer(add_completion=False)
 
@@ -42,9 +40,7 @@ def main(
     metrics_dir: Path = typer.Option(Path("metrics")),
     plots_dir: Path = typer.Option(Path("plots")),
 ) -> None:
-    cfg = yaml.safe_load(params.read_text())
-    subjects = [parse_subject(s).name for s in cfg["subjects"]]
-    runs = [int(r) for r in cfg.get("runs", [0])]
+    _, subjects, runs = load_study(params)
     ns = tuple(int(b) for b in split_list(budgets))
     if any(b <= 0 for b in ns):
         raise StageError(f"budgets must be positive, got {budgets}")

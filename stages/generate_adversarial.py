@@ -9,8 +9,8 @@ import typer
 from ncip.attacks import AttackConfig, attack_split, check_attack_names, combine, parse_number
 from ncip.checkpoints import list_checkpoints, load_model
 from ncip.data import load_info, load_split, save_split, stratified_split
-from ncip.logs import log
 from ncip.io import write_json
+from ncip.logs import log
 from ncip.predict import batched_outputs, resolve_device
 from ncip.stage import atomic_dir, split_list, stage_main
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import typer
 
-from ncip.checkpoints import list_checkpoints, load_model
 from ncip.attacks import adversarial_sets
+from ncip.checkpoints import list_checkpoints, load_model
 from ncip.data import load_split
 from ncip.io import write_json, write_parquet
 from ncip.logs import log, progress

@@ -6,7 +6,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import typer
-import yaml
 
 from ncip import paper
 from ncip.evaluation import ABLATION, aggregate, display
@@ -24,7 +23,7 @@ from ncip.report import (
 )
 from ncip.stage import StageError, stage_main
 from ncip.study import wilcoxon_table
-from ncip.subjects import parse_subject
+from ncip.subjects import load_study, parse_subject
 
 app = typer.Typer(add_completion=False)
 
@@ -38,9 +37,7 @@ def main(
     plots_dir: Path = typer.Option(Path("plots")),
     out: Path = typer.Option(Path("metrics/report.md")),
 ) -> None:
-    cfg = yaml.safe_load(params.read_text())
-    subjects = [parse_subject(s).name for s in cfg["subjects"]]
-    runs = [int(r) for r in cfg.get("runs", [0])]
+    cfg, subjects, runs = load_study(params)
     per_order = pd.read_csv(metrics_dir / "per_ordering.csv")
     per_order = per_order[per_order["subject"].isin(subjects) & per_order["run"].isin(runs)]
     if per_order.empty:

@@ -21,7 +21,6 @@ from ncip.scores.sets import minmax_scale, sets_order_scores, sets_select
 from ncip.scores.surprise import ClassKDE, dsa, lsa
 from ncip.scores.tdpr import rank_scores, train_ranker, trajectory_features
 
-
 # --- LSA / DSA ----------------------------------------------------------------------------------
 
 

@@ -133,3 +133,16 @@ def test_stages_chain_on_the_tiny_run(tiny_run, tmp_path):
     assert m["rauc_all"]["deepgini"]["digits-lenet5"] > m["rauc_all"]["random"]["digits-lenet5"]
     assert "Table 3" in (tmp_path / "metrics" / "tables.md").read_text()
     assert (tmp_path / "plots" / "figures" / "fault_diversity-digits-lenet5.png").stat().st_size
+
+
+@pytest.mark.parametrize("text,match", [("subjects: []\n", "lists no subjects"),
+                                        ("subjects: [digits-lenet5]\nruns: [-1]\n", "runs"),
+                                        ("subjects: [digits-lenet5]\nruns: []\n", "runs"),
+                                        ("subjects: [digits-lenet9]\n", "unknown model")])  # fmt: skip
+def test_evaluate_rejects_bad_study_parameters(tmp_path, text, match):
+    params = tmp_path / "params.yaml"
+    params.write_text(text)
+    r = invoke("evaluate_rauc", "--params", params, "--scores", tmp_path,
+               "--metrics-dir", tmp_path / "m", "--plots-dir", tmp_path / "p")
+    assert r.exit_code == 2 and match in r.output
+    assert not (tmp_path / "m").exists()

@@ -152,7 +152,7 @@ def detection_curve(table: pd.DataFrame, subject: str, split: str, seed: int, po
     curves: dict[str, list[np.ndarray]] = {}
     n_ref = None
     ideal = None
-    for (run, method, _rep), g in part.groupby(["run", "method", "repeat"], sort=True):
+    for (_run, method, _rep), g in part.groupby(["run", "method", "repeat"], sort=True):
         is_fault = (g["label"] != g["pred"]).to_numpy()
         order = order_from_scores(g["score"].to_numpy(), seed)
         curves.setdefault(method, []).append(np.cumsum(is_fault[order]))

@@ -82,22 +82,20 @@ def cost_table(costs: dict[str, dict]) -> str:
     """Table 9: seconds per method group, from the stages' own measurements."""
     cols = paper.COST_COLUMNS
     lines = ["| Subject | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
+    def score(b: dict, m: str) -> float:
+        return sum(b[m].get("score", {}).values()) if m in b else np.nan
+
+    def prep(b: dict, m: str) -> float:
+        return sum(v for k, v in b[m].items() if k.startswith("prepare")) if m in b else np.nan
+
     for subject, c in sorted(costs.items()):
         b, n = c.get("baselines", {}), c.get("ncip", {})
-
-        def score(m):
-            return sum(b.get(m, {}).get("score", {}).values()) if m in b else np.nan
-
-        def prep(m):
-            return sum(v for k, v in b.get(m, {}).items() if k.startswith("prepare")) \
-                if m in b else np.nan  # fmt: skip
-
         shared = b.get("final_model_inference", {}).get("seconds", 0.0)
         row = [
-            score("lsa") + score("dsa"),
-            shared + sum(score(m) for m in ("entropy", "deepgini", "msp", "pcs")),
-            score("dropout"), score("nns"), score("sets"),
-            prep("effimap"), score("effimap"), prep("tdpr"), score("tdpr"),
+            score(b, "lsa") + score(b, "dsa"),
+            shared + sum(score(b, m) for m in ("entropy", "deepgini", "msp", "pcs")),
+            score(b, "dropout"), score(b, "nns"), score(b, "sets"),
+            prep(b, "effimap"), score(b, "effimap"), prep(b, "tdpr"), score(b, "tdpr"),
             n.get("select", np.nan), n.get("predict", np.nan),
         ]  # fmt: skip
         lines.append(f"| {subject} | " + " | ".join(_fmt(v, 2) for v in row) + " |")

@@ -54,3 +54,21 @@ def parse_subject(name: str) -> Subject:
             f"{', '.join(VARIANTS)} or none"
         )
     return Subject(name, dataset, model, variant)
+
+
+def load_study(params_path) -> tuple[dict, list[str], list[int]]:
+    """(the parameters, the validated subject names, the run indices) of a params.yaml."""
+    from pathlib import Path
+
+    import yaml
+
+    path = Path(params_path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist")
+    cfg = yaml.safe_load(path.read_text()) or {}
+    if not cfg.get("subjects"):
+        raise ValueError(f"{path} lists no subjects; add e.g. `subjects: [fmnist-lenet5]`")
+    runs = cfg.get("runs", [0])
+    if not runs or any(isinstance(r, bool) or not isinstance(r, int) or r < 0 for r in runs):
+        raise ValueError(f"runs in {path} must be a non-empty list of integers >= 0, got {runs}")
+    return cfg, [parse_subject(s).name for s in cfg["subjects"]], list(runs)
