@@ -308,3 +308,18 @@ def test_missing_inputs_give_clear_errors(tiny_run):
         with pytest.raises(ValueError, match="labelled"):
             get_method(name).score(bare, "test")
     assert len(list_checkpoints(tiny_run["dir"] / "models")) == 6
+
+
+def test_effimap_vae_makes_input_mutants_near_their_source(tiny_run):
+    from ncip.checkpoints import load_model
+    from ncip.predict import batched_outputs
+    from ncip.scores.effimap import train_vae, vae_mutants
+
+    val = tiny_run["splits"]["train"]
+    model = load_model(list_checkpoints(tiny_run["dir"] / "models")[-1].path)
+    vae = train_vae(val.x[:400], seed=0, device="cpu", steps=1000)
+    samples = vae_mutants(vae, val.x[:40], 5, seed=0)
+    assert samples.shape == (200, 1, 8, 8) and samples.min() >= 0 and samples.max() <= 1
+    src = np.repeat(batched_outputs(model, val.x[:40]).argmax(1), 5)
+    # a trained generator keeps most mutants in their source's class (an untrained one: ~10%)
+    assert (batched_outputs(model, samples).argmax(1) == src).mean() > 0.5

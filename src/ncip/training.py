@@ -204,18 +204,19 @@ def train_with_checkpoints(
         for i in range(0, n, cfg.batch_size):
             idx = perm[i : i + cfg.batch_size]
             xb, yb = as_model_input(x_train[idx]), y_train[idx]
-            loss, out = _step_loss(model, xb, yb, cfg, gen)
+            loss, out, target = _step_loss(model, xb, yb, cfg, gen)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
             loss_sum += float(loss.detach()) * len(idx)
-            correct += int((out.argmax(1) == yb).sum())
+            correct += int((out.argmax(1) == target).sum())
         lr = opt.param_groups[0]["lr"]
         sched.step()
         row = {
             "epoch": epoch,
             "loss": loss_sum / n,
-            # running accuracy over the epoch's mini-batches (an extra pass would cost ~30%)
+            # running accuracy over the epoch's mini-batches (an extra pass would cost ~30%);
+            # under mixup, against each mixed input's dominant label
             "train_acc": correct / n,
             "val_acc": accuracy(model, splits["val"], cfg.eval_batch_size),
             "test_acc": accuracy(model, splits["test"], cfg.eval_batch_size),
@@ -251,6 +252,7 @@ def train_with_checkpoints(
 
 
 def _step_loss(model, xb, yb, cfg: TrainConfig, gen: torch.Generator):
+    """(loss, logits, the labels accuracy is counted against) of one mini-batch."""
     if cfg.mixup_alpha > 0:
         lam = float(np.random.default_rng(int(torch.randint(0, 2**31, (1,), generator=gen)))
                     .beta(cfg.mixup_alpha, cfg.mixup_alpha))  # fmt: skip
@@ -259,9 +261,9 @@ def _step_loss(model, xb, yb, cfg: TrainConfig, gen: torch.Generator):
         loss = lam * F.cross_entropy(out, yb, label_smoothing=cfg.label_smoothing) + (
             1 - lam
         ) * F.cross_entropy(out, yb[j], label_smoothing=cfg.label_smoothing)
-        return loss, out
+        return loss, out, (yb if lam >= 0.5 else yb[j])
     out = model(xb)
-    return F.cross_entropy(out, yb, label_smoothing=cfg.label_smoothing), out
+    return F.cross_entropy(out, yb, label_smoothing=cfg.label_smoothing), out, yb
 
 
 def _finish(work: Path, out_dir: Path, hist: pd.DataFrame, epochs: int) -> None:
