@@ -22,7 +22,12 @@ from ncip.io import write_parquet
 from ncip.predict import batched_outputs, predict_checkpoint
 
 
-def main(checkpoints: Path, data: Path, ks: str = "1,5,10,20,30", batch_size: int = 1024) -> None:
+def main(
+    checkpoints: Path = typer.Option(..., help="directory of epoch-XXX.safetensors"),
+    data: Path = typer.Option(..., help="prepared data directory (its test split is used)"),
+    ks: str = typer.Option("1,5,10,20,30"),
+    batch_size: int = typer.Option(1024),
+) -> None:
     infos = list_checkpoints(checkpoints)
     test = load_split(data / "test.npz")
     final = load_model(infos[-1].path)
