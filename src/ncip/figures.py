@@ -21,22 +21,30 @@ def _save(fig, path: Path) -> None:
     plt.close(fig)
 
 
+DASHED = {"TVD", "TVD+NC", "TVD+Margin", "Ideal"}
+
+
 def line_figure(
     wide: pd.DataFrame, x: str, path: Path, title: str, xlabel: str, ylabel: str,
     highlight: str = "NCIP",
 ) -> None:  # fmt: skip
-    """One line per column of a wide table against ``x``; ``highlight`` drawn thicker."""
-    long = wide.melt(id_vars=[x], var_name="method", value_name="value")
+    """One line per column of a wide table against ``x``: ``highlight`` thick and black, the
+    ablation variants dashed, the legend outside the axes so many methods stay readable."""
     sns.set_theme(style="whitegrid")
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    sns.lineplot(data=long, x=x, y="value", hue="method", ax=ax, marker="o" if len(wide) <= 20
-                 else None)  # fmt: skip
-    for line, label in zip(ax.get_lines(), [t.get_text() for t in ax.get_legend().get_texts()],
-                           strict=False):  # fmt: skip
-        if label == highlight:
-            line.set_linewidth(3)
+    fig, ax = plt.subplots(figsize=(8.5, 4.5))
+    cmap = plt.get_cmap("tab20")
+    cols = [c for c in wide.columns if c != x]
+    marker = "o" if len(wide) <= 20 else None
+    for i, c in enumerate(cols):
+        style = {"color": cmap(i % 20), "linewidth": 1.5, "marker": marker, "markersize": 3}
+        if c == highlight:
+            style.update(color="black", linewidth=3, zorder=5)
+        elif c in DASHED:
+            style.update(linestyle="--")
+        ax.plot(wide[x], wide[c], label=c, **style)
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
-    ax.legend(title="method", fontsize=8, ncol=2)
+    ax.legend(title="method" if highlight == "NCIP" else None, fontsize=8,
+              loc="center left", bbox_to_anchor=(1.01, 0.5))  # fmt: skip
     _save(fig, path)
 
 
