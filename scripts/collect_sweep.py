@@ -12,6 +12,8 @@ from ncip.io import atomic_path, write_text
 from ncip.stage import StageError, stage_main
 
 app = typer.Typer(add_completion=False)
+AXES = {"alpha": "alpha (candidate-pool ratio)", "k": "K (checkpoints selected)"}
+LABELS = {"rauc_all": "RAUC-ALL", "fault_types_5pct": "fault types at a 5% budget"}
 
 
 def experiments(node, found=None):
@@ -66,13 +68,15 @@ def main(
                 wide.to_csv(tmp, index=False)
             fig = "Fig. 8" if metric == "rauc_all" else "Fig. 7"
             line_figure(wide, x, plots_dir / f"{sweep}-{metric}.png",
-                        f"NCIP {metric} against {x} (paper {fig})", x, metric, highlight="")  # fmt: skip
-            lines += [f"### {metric} against {x}", "",
+                        f"NCIP {LABELS[metric]} against {x} (paper {fig})", AXES[x], LABELS[metric],
+                        highlight="")  # fmt: skip
+            lines += [f"### {LABELS[metric]} against {x} (paper {fig})", "",
                       "| " + x + " | " + " | ".join(wide.columns[1:]) + " |",
                       "|---:|" + "---:|" * (len(wide.columns) - 1)]  # fmt: skip
+            value = "{:.3f}" if metric == "rauc_all" else "{:.0f}"
             for r in wide.itertuples(index=False):
-                lines.append("| " + " | ".join(f"{v:.3f}" if isinstance(v, float) and metric ==
-                                                "rauc_all" else f"{v}" for v in r) + " |")  # fmt: skip
+                cells = [f"{r[0]:g}"] + ["–" if pd.isna(v) else value.format(v) for v in r[1:]]
+                lines.append("| " + " | ".join(cells) + " |")
             lines += ["", f"![{sweep} {metric}](../plots/sensitivity/{sweep}-{metric}.png)", ""]
     write_text(metrics_out, "\n".join(lines) + "\n")
 

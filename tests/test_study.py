@@ -142,6 +142,8 @@ def test_sweep_collection_reads_dvcs_experiment_listing(tmp_path):
     csv = pd.read_csv(tmp_path / "p" / "alpha-rauc_all.csv")
     assert csv["alpha"].tolist() == [0.1, 0.9] and csv["s-x"].tolist() == [0.8, 0.9]
     assert (tmp_path / "p" / "alpha-rauc_all.png").exists()
+    md = (tmp_path / "s.md").read_text()
+    assert "| 0.1 | 0.800 |" in md and "| 0.9 | 3 |" in md and "RAUC-ALL against alpha" in md
 
 
 def test_split_sizes():
