@@ -97,7 +97,7 @@ def test_sweep_makes_sensitivity_figures_and_experiments_compare(repo):
     run(["git", "commit", "-qm", "after k experiment", "--allow-empty"], d, env)
     run(["bash", "scripts/sweep.sh"], d, {**env, "ALPHAS": "0.5", "KS": "2"})
     md = (d / "metrics" / "sensitivity.md").read_text()
-    assert "rauc_all against alpha" in md and "rauc_all against k" in md
+    assert "RAUC-ALL against alpha" in md and "RAUC-ALL against k" in md
     for f in ("alpha-rauc_all", "k-rauc_all", "alpha-fault_types_5pct", "k-fault_types_5pct"):
         assert (d / "plots" / "sensitivity" / f"{f}.png").exists()
         assert not pd.read_csv(d / "plots" / "sensitivity" / f"{f}.csv").isna().any().any()
