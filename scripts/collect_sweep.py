@@ -69,7 +69,7 @@ def main(
             fig = "Fig. 8" if metric == "rauc_all" else "Fig. 7"
             line_figure(wide, x, plots_dir / f"{sweep}-{metric}.png",
                         f"NCIP {LABELS[metric]} against {x} (paper {fig})", AXES[x], LABELS[metric],
-                        highlight="")  # fmt: skip
+                        highlight="", legend_title="subject")  # fmt: skip
             lines += [f"### {LABELS[metric]} against {x} (paper {fig})", "",
                       "| " + x + " | " + " | ".join(wide.columns[1:]) + " |",
                       "|---:|" + "---:|" * (len(wide.columns) - 1)]  # fmt: skip

@@ -63,7 +63,8 @@ def main(
                 "last n checkpoints", "mean TVD to the final checkpoint ± std")  # fmt: skip
     line_figure(weak[["checkpoints", "rauc_all", "accuracy"]], "checkpoints",
                 figures / "weak_collapse.png", f"NCIP under weak collapse, {name} (paper Fig. 9)",
-                "checkpoints available (first E')", "value", highlight="rauc_all")  # fmt: skip
+                "checkpoints available (first E')", "value", highlight="rauc_all",
+                legend_title=None)  # fmt: skip
     rng = np.random.default_rng(seed)
     sub = np.sort(rng.choice(len(test), min(tsne_points, len(test)), replace=False))
     epochs = [c.epoch for c in infos]

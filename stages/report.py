@@ -96,7 +96,7 @@ def main(
         w = weak.groupby(["subject", "checkpoints"])["rauc_all"].mean().unstack("subject")
         line_figure(w.reset_index(), "checkpoints", plots_dir / "report" / "weak_collapse.png",
                     "NCIP RAUC-ALL with only the first E' checkpoints (paper Fig. 9)",
-                    "checkpoints available", "RAUC-ALL", highlight="")  # fmt: skip
+                    "checkpoints available", "RAUC-ALL", highlight="", legend_title="subject")  # fmt: skip
 
 
 def _render(mean, sd, subjects, runs, methods, sig, sig_runs, costs, retrain, weak, cfg, mdir):

@@ -26,7 +26,7 @@ DASHED = {"TVD", "TVD+NC", "TVD+Margin", "Ideal"}
 
 def line_figure(
     wide: pd.DataFrame, x: str, path: Path, title: str, xlabel: str, ylabel: str,
-    highlight: str = "NCIP",
+    highlight: str = "NCIP", legend_title: str | None = "method",
 ) -> None:  # fmt: skip
     """One line per column of a wide table against ``x``: ``highlight`` thick and black, the
     ablation variants dashed, the legend outside the axes so many methods stay readable."""
@@ -43,7 +43,7 @@ def line_figure(
             style.update(linestyle="--")
         ax.plot(wide[x], wide[c], label=c, **style)
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
-    ax.legend(title="method" if highlight == "NCIP" else None, fontsize=8,
+    ax.legend(title=legend_title, fontsize=8,
               loc="center left", bbox_to_anchor=(1.01, 0.5))  # fmt: skip
     _save(fig, path)
 
