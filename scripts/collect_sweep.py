@@ -12,8 +12,11 @@ from ncip.io import atomic_path, write_text
 from ncip.stage import StageError, stage_main
 
 app = typer.Typer(add_completion=False)
+# swept parameter (also the experiments' name part) -> axis label
 AXES = {"alpha": "alpha (candidate-pool ratio)", "k": "K (checkpoints selected)"}
-LABELS = {"rauc_all": "RAUC-ALL", "fault_types_5pct": "fault types at a 5% budget"}
+# metric -> (label, the paper's figure, cell format)
+METRICS = {"rauc_all": ("RAUC-ALL", "Fig. 8", "{:.3f}"),
+           "fault_types_5pct": ("fault types at a 5% budget", "Fig. 7", "{:.0f}")}  # fmt: skip
 
 
 def experiments(node, found=None):
@@ -58,26 +61,24 @@ def main(
     lines = ["NCIP's RAUC-ALL and fault types at a 5% budget on clean data, from the `sweep-*` "
              "DVC experiments (`make sweep`). alpha varies with K at its default and vice versa; "
              "where K is at least the pool size the whole pool is used.", ""]  # fmt: skip
-    for sweep, x in (("alpha", "alpha"), ("k", "k")):
-        part = df[df["sweep"] == sweep].sort_values(x)
+    for x in AXES:
+        part = df[df["sweep"] == x].sort_values(x)
         if part.empty:
             continue
-        for metric in ("rauc_all", "fault_types_5pct"):
+        for metric, (label, fig, value) in METRICS.items():
             wide = part.pivot(index=x, columns="subject", values=metric).reset_index()
-            with atomic_path(plots_dir / f"{sweep}-{metric}.csv") as tmp:
+            with atomic_path(plots_dir / f"{x}-{metric}.csv") as tmp:
                 wide.to_csv(tmp, index=False)
-            fig = "Fig. 8" if metric == "rauc_all" else "Fig. 7"
-            line_figure(wide, x, plots_dir / f"{sweep}-{metric}.png",
-                        f"NCIP {LABELS[metric]} against {x} (paper {fig})", AXES[x], LABELS[metric],
+            line_figure(wide, x, plots_dir / f"{x}-{metric}.png",
+                        f"NCIP {label} against {x} (paper {fig})", AXES[x], label,
                         highlight="", legend_title="subject")  # fmt: skip
-            lines += [f"### {LABELS[metric]} against {x} (paper {fig})", "",
+            lines += [f"### {label} against {x} (paper {fig})", "",
                       "| " + x + " | " + " | ".join(wide.columns[1:]) + " |",
                       "|---:|" + "---:|" * (len(wide.columns) - 1)]  # fmt: skip
-            value = "{:.3f}" if metric == "rauc_all" else "{:.0f}"
             for r in wide.itertuples(index=False):
                 cells = [f"{r[0]:g}"] + ["–" if pd.isna(v) else value.format(v) for v in r[1:]]
                 lines.append("| " + " | ".join(cells) + " |")
-            lines += ["", f"![{sweep} {metric}](../plots/sensitivity/{sweep}-{metric}.png)", ""]
+            lines += ["", f"![{x} {metric}](../plots/sensitivity/{x}-{metric}.png)", ""]
     write_text(metrics_out, "\n".join(lines) + "\n")
 
 
