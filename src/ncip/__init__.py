@@ -7,3 +7,16 @@ across those checkpoints, combined with the final model's margin (:mod:`ncip.sco
 """
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # `ncip.rank` and `ncip.rank_probs` load their modules (and torch) on first use.
+    if name == "rank":
+        from ncip.ranker import rank
+
+        return rank
+    if name in ("rank_probs", "Ranking"):
+        from ncip import ranking
+
+        return getattr(ranking, name)
+    raise AttributeError(f"module 'ncip' has no attribute {name!r}")

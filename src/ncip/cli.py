@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import typer
 
 from ncip.stage import StageError, stage_main
@@ -37,51 +36,97 @@ def methods() -> None:
     typer.echo("\n".join(list_methods()))
 
 
-@app.command()
+RANK_EXAMPLES = """Examples:
+
+  ncip rank ckpt/ --model mynet:Net --inputs test.npz --out ranking.csv
+
+  ncip rank 'lightning_logs/version_0/checkpoints/*.ckpt' --model train:Net \
+      --inputs x.npy --labels y.npy --out ranking.parquet
+
+  ncip rank hf_out/ --inputs tokens.npz --out ranking.csv   (model from config.json)
+
+  ncip rank models/fmnist-lenet5/run-0 --inputs test.npz --out ranking.csv --preview top.png
+"""
+
+
+def _floats(value: str | None, name: str) -> list[float] | None:
+    if value is None:
+        return None
+    try:
+        return [float(v) for v in value.replace(" ", "").split(",") if v]
+    except ValueError:
+        raise StageError(
+            f"--{name} must be comma-separated numbers, e.g. 0.485,0.456,0.406"
+        ) from None
+
+
+@app.command(epilog=RANK_EXAMPLES)
 @stage_main
 def rank(
-    checkpoints: Path = typer.Option(..., help="directory of ncip epoch-XXX.safetensors files"),
-    inputs: Path = typer.Option(..., help="npz with `x` (uint8 images or token ids), optional `ids`"),
-    out: Path = typer.Option(..., help="CSV: rank, sample_id, ncip, tvd, margin, pred"),
-    k: int = typer.Option(30, help="checkpoints to select"),
+    checkpoints: list[str] = typer.Argument(
+        None, help="a folder of checkpoints, a glob ('ckpt/epoch_*.pt'), or the files in training "
+        "order: ncip or plain safetensors, .pt/.pth/.bin state dicts, Lightning .ckpt, timm and "
+        "torchvision dicts, Hugging Face checkpoint-<step>/ folders", show_default=False),
+    checkpoints_opt: list[str] = typer.Option(None, "--checkpoints", help="same as the argument"),
+    inputs: Path = typer.Option(..., help=".npz (x, optional ids and y), .npy (memory-mapped), "
+                                "or a folder of images (ImageFolder layout or flat)"),
+    out: Path = typer.Option(..., help="ranked table, .csv or .parquet; <stem>.selection.json "
+                             "(and with labels <stem>.evaluation.json) are written beside it"),
+    model: str | None = typer.Option(None, help="package.module:function or file.py:function (a "
+                                     "factory returning an nn.Module; gets num_classes if it "
+                                     "takes it), torchvision:NAME, or an ncip model; not needed "
+                                     "for ncip or Hugging Face checkpoints"),
+    labels: Path | None = typer.Option(None, help="labels (.npy or .txt): compare NCIP with "
+                                       "margin, DeepGini and random order on your model"),
+    ids: Path | None = typer.Option(None, help="sample ids (.npy or .txt), one per input"),
+    head: str | None = typer.Option(None, help="the classifier layer (default: the last "
+                                    "nn.Linear with one output per class)"),
+    num_classes: int | None = typer.Option(None, min=2, help="classes, for a factory that takes "
+                                           "num_classes (default: inferred from the checkpoint)"),
+    prefix: str | None = typer.Option(None, help="prefix to strip from the checkpoint's keys "
+                                      "(default: found, e.g. 'module.' or 'model.')"),
+    ema: bool = typer.Option(False, "--ema", help="use the EMA weights (state_dict_ema, "
+                             "model_ema)"),
+    k: int = typer.Option(30, help="checkpoints NCIP selects (paper: 30)"),
     alpha: float = typer.Option(0.9, help="candidate pool: the last round(alpha*m) checkpoints"),
-    batch_size: int = typer.Option(1024, min=1),
-    device: str = typer.Option("auto"),
+    no_scale: bool = typer.Option(False, "--no-scale", help="do not divide uint8 inputs by 255"),
+    mean: str | None = typer.Option(None, help="per-channel mean to subtract, e.g. "
+                                    "0.485,0.456,0.406"),
+    std: str | None = typer.Option(None, help="per-channel std to divide by"),
+    skip_bad: bool = typer.Option(False, "--skip-bad", help="drop checkpoints with NaN/inf "
+                                  "weights or outputs (with a warning) instead of stopping"),
+    preview: Path | None = typer.Option(None, help="a .png grid of the top-ranked image inputs"),
+    batch_size: int = typer.Option(256, min=1),
+    device: str = typer.Option("auto", help="auto, cpu or cuda[:N]"),
+    seed: int = typer.Option(0, help="tie-breaking seed"),
+    quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
 ) -> None:
-    """Rank unlabelled inputs, most likely misclassified first, with NCIP."""
-    from ncip.checkpoints import list_checkpoints, load_model, read_head
-    from ncip.collapse import plan_selection, sigma_cos
-    from ncip.io import atomic_path
-    from ncip.metrics import order_from_scores
-    from ncip.predict import batched_outputs, resolve_device, softmax64
-    from ncip.scores import margin, ncip_score, tvd
+    """Rank unlabelled inputs, most likely misclassified first, from a model's own checkpoints."""
+    from ncip.ranker import rank as rank_inputs
+    from ncip.ranking import check_output_path
 
-    if not inputs.exists():
-        raise StageError(f"{inputs} does not exist")
-    with np.load(inputs, allow_pickle=False) as z:
-        if "x" not in z:
-            raise StageError(f"{inputs} has no array named 'x'")
-        x = z["x"]
-        ids = z["ids"].astype(str) if "ids" in z else np.arange(len(x)).astype(str)
-    infos = list_checkpoints(checkpoints)
-    plan = plan_selection([c.epoch for c in infos], [sigma_cos(read_head(c.path)) for c in infos],
-                          k, alpha)  # fmt: skip
-    by_epoch = {c.epoch: c for c in infos}
-    dev = resolve_device(device)
-    probs = np.stack([
-        softmax64(batched_outputs(load_model(by_epoch[e].path, dev), x, batch_size))
-        for e in plan["selected_epochs"]
-    ])  # fmt: skip
-    score = ncip_score(probs)
-    order = order_from_scores(score)
-    table = pd.DataFrame({
-        "rank": np.arange(1, len(x) + 1),
-        "sample_id": ids[order],
-        "ncip": score[order],
-        "tvd": tvd(probs)[order],
-        "margin": margin(probs[-1])[order],
-        "pred": probs[-1].argmax(axis=1)[order],
-    })  # fmt: skip
-    with atomic_path(out) as tmp:
-        table.to_csv(tmp, index=False)
-    typer.echo(f"ranked {len(x)} inputs with {len(plan['selected_epochs'])} checkpoints -> {out}")
+    sources = list(checkpoints or []) + list(checkpoints_opt or [])
+    if not sources:
+        raise StageError("give the checkpoints: a folder, a glob such as 'ckpt/*.pt', or files")
+    check_output_path(out, preview)  # before any work
+    result = rank_inputs(
+        sources[0] if len(sources) == 1 else sources, inputs, model, k=k, alpha=alpha, ids=ids,
+        labels=labels, head=head, num_classes=num_classes, prefix=prefix, ema=ema,
+        scale=not no_scale, mean=_floats(mean, "mean"), std=_floats(std, "std"),
+        batch_size=batch_size, device=device, skip_bad=skip_bad, seed=seed,
+        show_progress=not quiet,
+    )  # fmt: skip
+    images = None
+    if preview is not None:
+        x = result.inputs.x
+        if len(x.shape) not in (3, 4) or np.dtype(x.dtype).kind not in "uf":
+            raise StageError(f"--preview needs image inputs; these have shape {list(x.shape)}")
+        images = lambda i: np.asarray(x[int(result.order[i]) : int(result.order[i]) + 1])[0]  # noqa: E731
+    written = result.save(out, preview, images, result.inputs.class_names)
+    if result.evaluation is not None:
+        typer.echo(result.evaluation_text())
+    typer.echo(f"{result.notes[-1]} -> {', '.join(str(p) for p in written)}")
+
+
+if __name__ == "__main__":
+    app()

@@ -30,6 +30,26 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
             tmp_path.unlink()
 
 
+@contextmanager
+def atomic_group(paths: list[Path]) -> Iterator[list[Path]]:
+    """Yield a temporary path beside each of ``paths``; rename them all into place only if the
+    block succeeds, so a failure leaves every previous file as it was."""
+    tmps: list[Path] = []
+    try:
+        for p in paths:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+            os.close(fd)
+            tmps.append(Path(tmp))
+        yield tmps
+        for tmp, p in zip(tmps, paths, strict=True):
+            os.replace(tmp, p)
+    finally:
+        for tmp in tmps:
+            if tmp.exists():
+                tmp.unlink()
+
+
 def write_json(path: Path | str, obj: Any) -> None:
     """Write strict JSON (NaN and infinities become null), atomically."""
     text = json.dumps(_finite(obj), indent=2, sort_keys=False, default=_jsonable, allow_nan=False)

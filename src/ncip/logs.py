@@ -47,3 +47,17 @@ def progress(it: Iterable[T], desc: str, total: int | None = None, **kw) -> Iter
         leave=True,
         **kw,
     )
+
+
+def progress_bar(total: int, desc: str, enabled: bool = True, **kw) -> tqdm:
+    """A manual tqdm bar (``update``), like :func:`progress`; silent when not ``enabled``."""
+    interactive = sys.stderr.isatty()
+    return tqdm(
+        total=total,
+        desc=desc,
+        file=sys.stderr,
+        mininterval=0.2 if interactive else 10.0,
+        dynamic_ncols=interactive,
+        disable=not enabled,
+        **kw,
+    )

@@ -1,0 +1,271 @@
+"""Checkpoint formats, order, safe loading and key prefixes; inputs and their preprocessing."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+from conftest import ROOT
+from safetensors.torch import save_file
+
+from ncip.formats import CheckpointError, discover, find_prefix, read_tensors, torch_load
+from ncip.inputs import InputError, Inputs, check_inputs, load_inputs, plan_preprocess, probe
+
+
+def small(seed=0, classes=3):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, classes))
+
+
+def test_natural_order_and_files_that_are_not_checkpoints(tmp_path):
+    for e in (1, 2, 9, 10, 11):
+        torch.save(small(e).state_dict(), tmp_path / f"epoch_{e}.pt")
+    torch.save(torch.optim.SGD(small().parameters(), 0.1).state_dict(), tmp_path / "opt_3.pt")
+    (tmp_path / "log.txt").write_text("hi")
+    (tmp_path / ".epoch_12.pt.tmp").write_bytes(b"partial")
+    cs = discover(tmp_path)
+    assert [c.name for c in cs] == [
+        "epoch_1.pt",
+        "epoch_2.pt",
+        "epoch_9.pt",
+        "epoch_10.pt",
+        "epoch_11.pt",
+    ]
+    assert "natural order" in cs.order
+    reasons = dict(cs.skipped)
+    assert reasons["opt_3.pt"] == "optimizer state" and "not a checkpoint" in reasons["log.txt"]
+    assert ".epoch_12.pt.tmp" in reasons
+    # a glob and an explicit list give the same checkpoints
+    assert [c.name for c in discover(str(tmp_path / "epoch_*.pt"))] == [c.name for c in cs]
+    assert len(discover([tmp_path / "epoch_2.pt", tmp_path / "epoch_10.pt"])) == 2
+
+
+def test_recorded_steps_win_over_names_and_containers_are_found(tmp_path):
+    for e, step in ((0, 30), (1, 7), (2, 99)):  # names and steps disagree on purpose
+        torch.save(
+            {"state_dict": small(e).state_dict(), "epoch": e, "global_step": step},
+            tmp_path / f"e{e}.ckpt",
+        )
+    cs = discover(tmp_path)
+    assert [c.step for c in cs] == [7, 30, 99] and cs.order.startswith("the step")
+    assert cs.final.fmt == "container" and cs.final.container_key == "state_dict"
+
+
+def test_ema_weights_and_tutorial_dicts(tmp_path):
+    sd, ema = small(0).state_dict(), small(1).state_dict()
+    torch.save({"state_dict": sd, "state_dict_ema": ema, "epoch": 1}, tmp_path / "a_1.pth.tar")
+    torch.save({"model_state_dict": sd, "epoch": 2}, tmp_path / "a_2.pt")
+    cs = discover(tmp_path / "a_1.pth.tar", ema=True)
+    assert torch.equal(read_tensors(cs.final)["0.weight"], ema["0.weight"])
+    assert discover(tmp_path / "a_2.pt").final.container_key == "model_state_dict"
+    with pytest.raises(CheckpointError, match="no EMA weights"):
+        discover(tmp_path / "a_2.pt", ema=True)
+
+
+def test_arbitrary_pickles_are_refused_naming_the_file_and_the_fix(tmp_path):
+    torch.save(small(), tmp_path / "whole_model.pt")  # a pickled nn.Module, not a state dict
+    with pytest.raises(CheckpointError) as e:
+        discover(tmp_path)
+    msg = str(e.value)
+    assert "whole_model.pt needs arbitrary unpickling" in msg
+    assert "torch.nn.modules.container.Sequential" in msg and "state_dict()" in msg
+
+
+def test_payload_in_a_pickle_never_runs(tmp_path):
+    marker = tmp_path / "pwned"
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    torch.save({"state_dict": small().state_dict(), "x": Payload()}, tmp_path / "evil.pt")
+    with pytest.raises(CheckpointError, match="arbitrary unpickling"):
+        torch_load(tmp_path / "evil.pt")
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("content", [b"", b"garbage" * 10])
+def test_corrupt_files_name_themselves(tmp_path, content):
+    torch.save(small().state_dict(), tmp_path / "epoch_1.pt")
+    (tmp_path / "epoch_2.pt").write_bytes(content)
+    with pytest.raises(CheckpointError, match=r"epoch_2.pt is not a readable PyTorch checkpoint"):
+        discover(tmp_path)
+    save_file({"w": torch.ones(3)}, str(tmp_path / "t.safetensors"))
+    data = (tmp_path / "t.safetensors").read_bytes()
+    (tmp_path / "t.safetensors").write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match=r"t.safetensors is not a readable safetensors"):
+        discover(tmp_path / "t.safetensors")
+
+
+def test_last_ckpt_copies_and_ambiguous_orders(tmp_path):
+    for e in (0, 1):
+        torch.save(
+            {"state_dict": small(e).state_dict(), "epoch": e, "global_step": 10 * (e + 1)},
+            tmp_path / f"epoch={e}-step={10 * (e + 1)}.ckpt",
+        )
+    torch.save(
+        {"state_dict": small(1).state_dict(), "epoch": 1, "global_step": 20}, tmp_path / "last.ckpt"
+    )
+    cs = discover(tmp_path)
+    assert len(cs) == 2 and dict(cs.skipped)["last.ckpt"].startswith("a copy")
+    d = tmp_path / "noorder"
+    d.mkdir()
+    torch.save(small().state_dict(), d / "best.pt")
+    torch.save(small().state_dict(), d / "final.pt")
+    with pytest.raises(CheckpointError, match="cannot tell the training order"):
+        discover(d)
+
+
+def test_hf_folders_plain_sharded_and_binary(tmp_path):
+    sd = small().state_dict()
+    for step in (5, 10, 15):
+        f = tmp_path / f"checkpoint-{step}"
+        f.mkdir()
+        (f / "trainer_state.json").write_text(json.dumps({"global_step": step, "epoch": step / 5}))
+        (f / "training_args.bin").write_bytes(b"not even a pickle")
+        if step == 5:
+            torch.save(sd, f / "pytorch_model.bin")
+        elif step == 10:
+            save_file({k: v.contiguous() for k, v in sd.items()}, str(f / "model.safetensors"))
+        else:  # sharded
+            keys = list(sd)
+            save_file({k: sd[k] for k in keys[:2]}, str(f / "model-00001-of-00002.safetensors"))
+            save_file({k: sd[k] for k in keys[2:]}, str(f / "model-00002-of-00002.safetensors"))
+            wm = {
+                k: f"model-0000{1 if i < 2 else 2}-of-00002.safetensors" for i, k in enumerate(keys)
+            }
+            (f / "model.safetensors.index.json").write_text(json.dumps({"weight_map": wm}))
+    cs = discover(tmp_path)
+    assert [c.step for c in cs] == [5, 10, 15] and {c.fmt for c in cs} == {"hf"}
+    for c in cs:
+        assert torch.equal(read_tensors(c, ["2.weight"])["2.weight"], sd["2.weight"])
+
+
+def test_prefixes_of_wrappers_are_found():
+    keys = ["0.weight", "0.bias", "2.weight", "2.bias"]
+    for prefix in ("", "module.", "_orig_mod.", "model.", "module._orig_mod.", "encoder.clf."):
+        assert find_prefix([prefix + k for k in keys] + ["other.x"], keys) == prefix
+    with pytest.raises(CheckpointError, match="do not match the model"):
+        find_prefix(["a.weight"], keys)
+    with pytest.raises(CheckpointError, match="--prefix 'net.'"):
+        find_prefix(["model." + k for k in keys], keys, given="net.")
+
+
+def test_mixed_runs_of_ncip_checkpoints_are_refused(tiny_run, tmp_path):
+    import shutil
+
+    d = tmp_path / "m"
+    shutil.copytree(tiny_run["dir"] / "models", d)
+    from ncip.checkpoints import save_checkpoint
+    from ncip.formats import check_consistent
+    from ncip.models import create_model
+
+    stray = create_model("lenet1", 10)
+    save_checkpoint(
+        d / "epoch-099.safetensors", stray, {"epoch": 99, "num_classes": 10, "subject": "other"}
+    )
+    with pytest.raises(
+        CheckpointError,
+        match=r"epoch-099.safetensors records arch = \"lenet1\" "
+        r"but 6 other checkpoint\(s\) in the folder record \"lenet5\"",
+    ):
+        check_consistent(discover(d))
+
+
+class Conv(nn.Module):
+    def __init__(self, c=1):
+        super().__init__()
+        self.conv = nn.Conv2d(c, 2, 3)
+        self.fc = nn.Linear(2, 3)
+
+    def forward(self, x):
+        return self.fc(self.conv(x).mean((2, 3)))
+
+
+@pytest.mark.parametrize(
+    "x,c,steps,shape",
+    [
+        (np.zeros((4, 8, 8), np.uint8), 1, ["divided by 255", "channel axis added"], [4, 1, 8, 8]),
+        (np.zeros((4, 8, 8, 3), np.uint8), 3, ["channel-first"], [4, 3, 8, 8]),
+        (np.zeros((4, 3, 8, 8), np.float32), 3, ["float32 values passed"], [4, 3, 8, 8]),
+        (np.zeros((4, 1, 8, 8), np.int64), 1, ["int64 pixels divided by 255"], [4, 1, 8, 8]),
+    ],
+)
+def test_preprocessing_is_decided_from_inputs_and_model(x, c, steps, shape):
+    inp = Inputs(x, np.arange(4).astype(str))
+    pre = plan_preprocess(inp, Conv(c))
+    for s in steps:
+        assert s in pre.describe()
+    assert list(pre(x).shape) == shape
+    assert probe(Conv(c), pre, inp, "cpu") == 3
+
+
+def test_mean_std_no_scale_and_tokens():
+    x = np.full((2, 3, 4, 4), 255, np.uint8)
+    pre = plan_preprocess(Inputs(x, np.array(["a", "b"])), Conv(3), mean=[0.5], std=[0.25])
+    assert torch.allclose(pre(x), torch.full((2, 3, 4, 4), 2.0))
+    pre = plan_preprocess(Inputs(x, np.array(["a", "b"])), Conv(3), scale=False)
+    assert pre(x).max() == 255
+    emb = nn.Sequential(nn.Embedding(10, 4), nn.Flatten(), nn.Linear(12, 2))
+    tok = np.array([[1, 2, 3]], np.int32)
+    pre = plan_preprocess(Inputs(tok, np.array(["a"])), emb)
+    assert pre(tok).dtype == torch.int64 and "unscaled" in pre.describe()
+    with pytest.raises(InputError, match="token ids"):
+        plan_preprocess(Inputs(tok.astype(np.float32), np.array(["a"])), emb)
+
+
+def test_a_shape_the_model_cannot_take_names_the_expected_shape():
+    x = np.zeros((2, 3, 8, 8), np.float32)
+    inp = Inputs(x, np.array(["a", "b"]))
+    with pytest.raises(
+        InputError,
+        match=r"cannot take inputs of shape \[3, 8, 8\].*expects "
+        r"images \[1, H, W\]",
+    ):
+        probe(Conv(1), plan_preprocess(inp, Conv(1)), inp, "cpu")
+
+
+def test_image_folders_npy_memory_maps_and_label_checks(tmp_path):
+    from PIL import Image
+
+    for cls in ("cat", "dog"):
+        (tmp_path / "imgs" / cls).mkdir(parents=True)
+        for i in range(3):
+            Image.new("RGB", (6, 6), (40 * i, 0, 0)).save(tmp_path / "imgs" / cls / f"{i}.png")
+    inp = load_inputs(tmp_path / "imgs")
+    assert inp.y.tolist() == [0, 0, 0, 1, 1, 1] and inp.class_names == ["cat", "dog"]
+    assert inp.ids[3] == "dog/0.png" and inp.x[0:2].shape == (2, 6, 6, 3)
+    np.save(tmp_path / "x.npy", np.zeros((5, 2), np.float32))
+    assert isinstance(load_inputs(tmp_path / "x.npy").x, np.memmap)
+    bad = Inputs(np.zeros((3, 2)), np.array(["a", "b", "a"]))
+    with pytest.raises(InputError, match="'a' appears more than once"):
+        check_inputs(bad, 3)
+    with pytest.raises(InputError, match="label 7 of input 'c' is outside"):
+        check_inputs(Inputs(np.zeros((3, 2)), np.array(["a", "b", "c"]), np.array([0, 1, 7])), 3)
+    with pytest.raises(InputError, match="2 ids for 3 inputs"):
+        check_inputs(Inputs(np.zeros((3, 2)), np.array(["a", "b"])), 3)
+
+
+def test_memory_does_not_grow_with_k(tmp_path):
+    """Peak memory of ranking stays far below holding K x N x C probabilities (a loose bound;
+    benchmarks/bench_rank_memory.py prints the numbers)."""
+    bench = ROOT / "benchmarks" / "bench_rank_memory.py"
+    sys.path.insert(0, str(bench.parent))
+    from bench_rank_memory import make_run
+
+    n, classes, k = 50_000, 100, 20
+    make_run(tmp_path, n, classes, k + 6)
+    out = subprocess.run(
+        [sys.executable, str(bench), "worker", str(tmp_path), str(classes), str(k), "streamed"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    row = json.loads(out.stdout.strip().splitlines()[-1])
+    knc = k * n * classes * 8 / 1024  # KiB of float64 probabilities for all K checkpoints
+    assert row["k"] == k
+    assert row["growth_kib"] < 0.3 * knc, row
