@@ -395,3 +395,29 @@ def test_python_dash_m_ncip_and_one_line_errors(user, tmp_path):
     assert len(errors) == 1 and "expects images [1, H, W]" in errors[0]
     assert "Traceback" not in r.stderr
     assert out.read_text() == "previous\n"
+
+
+def _readme_python_blocks():
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("### From Python") :]
+    blocks = section.split("```python\n")[1:]
+    return [b.split("```")[0] for b in blocks[:2]]
+
+
+def test_readme_python_examples_run(user, tmp_path, monkeypatch, capsys):
+    """Both snippets of the README's "From Python" run as written."""
+    import shutil
+
+    with_files, standalone = _readme_python_blocks()
+    exec(compile(standalone, "README standalone", "exec"), {})
+    assert "selected" in capsys.readouterr().out
+    d = user["dir"]
+    shutil.copytree(d / "ckpt", tmp_path / "ckpt")
+    shutil.copy(d / "usermodel.py", tmp_path / "mynet.py")
+    with np.load(d / "test.npz") as z:
+        np.savez(tmp_path / "test.npz", x=z["x"])
+        np.save(tmp_path / "y.npy", z["y"])
+    monkeypatch.chdir(tmp_path)
+    exec(compile(with_files, "README with files", "exec"), {})
+    out = capsys.readouterr().out
+    assert "RAUC-ALL" in out and "NCIP" in out

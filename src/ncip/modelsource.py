@@ -67,11 +67,47 @@ class LoadedModel:
     num_classes: int
     keys: list[str]  # the model's state-dict keys (what is read from each file)
     meta: dict[str, Any]  # ncip metadata of the final checkpoint, if any
+    hf: bool = False  # load with transformers' from_pretrained (it renames weights on load)
 
     def load(self, ck: Checkpoint) -> nn.Module:
         """Load a checkpoint's weights into the model (in place) and return it."""
-        load_weights_into(self.model, ck, self.prefix, self.keys)
+        if self.hf:
+            src = _hf_pretrained(type(self.model), ck)
+            self.model.load_state_dict(src.state_dict())
+        else:
+            load_weights_into(self.model, ck, self.prefix, self.keys)
         return self.model
+
+    def set_head(self, name: str, final: Checkpoint) -> None:
+        """Use module ``name`` as the head; find its weight's key in the files (by name, or, where
+        a library renames weights when saving, by value in the final checkpoint)."""
+        self.head = name
+        key = f"{name}.weight"
+        weight = self.model.state_dict()[key].detach().cpu()
+        self.num_classes = int(weight.shape[0])
+        shapes = tensor_shapes(final)
+        if self.prefix + key in shapes:
+            self.head_key = self.prefix + key
+            return
+        for k, shape in shapes.items():
+            if shape == tuple(weight.shape) and torch.equal(
+                read_tensors(final, [k])[k].to(weight.dtype), weight
+            ):
+                self.head_key = k
+                return
+        raise ModelSourceError(f"cannot find the head {key!r} among {final.path}'s tensors; "
+                               "name the head layer with --head")
+
+
+def _hf_pretrained(cls, ck: Checkpoint) -> nn.Module:
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    try:
+        return cls.from_pretrained(str(ck.path), local_files_only=True)
+    except Exception as e:  # noqa: BLE001  (transformers raises many types for bad folders)
+        first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        raise CheckpointError(f"{ck.path} could not be loaded by transformers: {first}") from None
 
 
 def _module_from(spec: str):
@@ -322,21 +358,14 @@ def load_model(
                 f"{factory.description} failed to build the model: {type(e).__name__}: {e}"
             ) from None
     keys = list(model.state_dict().keys())
-    pre = find_prefix(file_shapes, keys, prefix)
+    hf = final.fmt == "hf" and hasattr(model, "from_pretrained") and prefix is None
+    pre = "" if hf else find_prefix(file_shapes, keys, prefix)
     model.eval()
     head_name = find_head(model, num_classes if factory.takes_num_classes else None, head)
-    out = model.state_dict()[f"{head_name}.weight"].shape[0]
-    loaded = LoadedModel(
-        model,
-        factory.description,
-        pre,
-        head_name,
-        pre + f"{head_name}.weight",
-        num_classes or int(out),
-        keys,
-        dict(final.meta),
-    )
+    loaded = LoadedModel(model, factory.description, pre, head_name, "", 0, keys,
+                         dict(final.meta), hf)
     loaded.load(final)
+    loaded.set_head(head_name, final)
     model.to(device)
     return loaded
 

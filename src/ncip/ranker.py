@@ -197,9 +197,7 @@ def rank(
             raise ModelSourceError(
                 f"the model outputs {classes} classes but --head {head!r} has {lm.num_classes} rows"
             )
-        lm.head = find_head(lm.model, classes)
-        lm.head_key = lm.prefix + f"{lm.head}.weight"
-        lm.num_classes = classes
+        lm.set_head(find_head(lm.model, classes), cs.final)
     check_inputs(inp, classes)
 
     usable, sigma, dropped = _head_sigma(lm, cs, skip_bad)
