@@ -66,7 +66,8 @@ def main(work: Path = typer.Option(Path("/tmp/ncip-cases")), k: int = typer.Opti
         if r.returncode != 0:
             raise SystemExit(f"{case}: ncip rank failed:\n{r.stderr}")
         sel = json.loads((d / "ranking.selection.json").read_text())
-        ev = {m["method"]: m for m in json.loads((d / "ranking.evaluation.json").read_text())["methods"]}
+        evaluation = json.loads((d / "ranking.evaluation.json").read_text())
+        ev = {m["method"]: m for m in evaluation["methods"]}
         rows.append((case, sel["checkpoints"][0]["format"], sel["num_checkpoints"],
                      len(sel["used"]), train_s, seconds, peak, ev))
     print(f"ncip rank, K = {k}, on the 10,000 Fashion-MNIST test images (2 CPU cores)")

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import torch
 import transformers
-
 from common import fashion_mnist, save_test_set
 
 out = Path(sys.argv[1])

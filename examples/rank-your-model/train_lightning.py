@@ -10,9 +10,8 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader, TensorDataset
-
 from common import Net, fashion_mnist, save_test_set
+from torch.utils.data import DataLoader, TensorDataset
 
 
 class LitNet(pl.LightningModule):

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-
 from common import Net, fashion_mnist, save_test_set
 
 out = Path(sys.argv[1])

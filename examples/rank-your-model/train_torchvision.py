@@ -15,7 +15,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 import torchvision
-
 from common import fashion_mnist
 
 out = Path(sys.argv[1])
