@@ -7,6 +7,7 @@ VENV := .venv/bin
 
 repro:  ## set up, get the dataset, reproduce the whole pipeline
 	bash scripts/setup.sh --data
+	$(VENV)/python -m ncip check-params params.yaml
 	PATH="$(CURDIR)/.venv/bin:$$PATH" $(VENV)/dvc repro
 
 test:  ## set up, run the whole test suite (CPU, a few minutes)

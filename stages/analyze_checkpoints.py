@@ -1,19 +1,18 @@
 """analyze-checkpoints: TVD against the number of checkpoints (Fig. 3), NCIP under weak neural
 collapse (Fig. 9) and t-SNE of final vs NC-aggregated outputs (Fig. 1)."""
 
-import json
 from pathlib import Path
 
 import numpy as np
 import typer
 
-from ncip.checkpoints import list_checkpoints, load_model
-from ncip.data import load_split
+from ncip.checkpoints import check_data_matches, list_checkpoints, load_model
+from ncip.data import load_info, load_split
 from ncip.figures import band_figure, line_figure, tsne_figure
 from ncip.io import atomic_path
 from ncip.logs import progress
 from ncip.predict import batched_outputs, resolve_device, softmax64
-from ncip.stage import split_list, stage_main
+from ncip.stage import StageError, check_outputs, read_record, split_list, stage_main
 from ncip.study import tvd_curve, weak_collapse_curve
 
 app = typer.Typer(add_completion=False)
@@ -36,16 +35,22 @@ def main(
     batch_size: int = typer.Option(1024, min=1),
     device: str = typer.Option("auto"),
 ) -> None:
-    steps = [int(s) for s in split_list(weak_steps)]
-    plan = json.loads(selection.read_text())
-    test = load_split(data / "test.npz")
+    try:
+        steps = [int(s) for s in split_list(weak_steps)]
+    except ValueError:
+        raise StageError(f"--weak-steps must be comma-separated integers, got {weak_steps!r}") from None
+    check_outputs(tvd_out, weak_out, dirs=[figures])
+    plan = read_record(selection, "select-checkpoints", ["sigma_cos", "selected_epochs", "subject",
+                                                         "run"])  # fmt: skip
+    info = load_info(data)
+    test = load_split(data / "test.npz", info)
     infos = list_checkpoints(checkpoints)
+    check_data_matches(info, infos[-1].meta, data, infos[-1].path)
     dev = resolve_device(device)
-    model = load_model(infos[-1].path, dev)
     probs = []
     for c in progress(infos, "trajectory test", unit="ckpt"):
         model = load_model(c.path, dev)
-        probs.append(softmax64(batched_outputs(model, test.x, batch_size)))
+        probs.append(softmax64(batched_outputs(model, test.x, batch_size, source=str(c.path))))
     probs = np.stack(probs)
     sigma = np.array([plan["sigma_cos"][str(c.epoch)] for c in infos])
     name = f"{plan['subject']} run {plan['run']}"

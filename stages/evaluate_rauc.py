@@ -1,6 +1,5 @@
 """evaluate-rauc: RAUC-n, APFD and fault-type diversity of every method, all subjects (fan-in)."""
 
-import json
 from pathlib import Path
 
 import pandas as pd
@@ -20,7 +19,7 @@ from ncip.evaluation import (
 from ncip.figures import line_figure
 from ncip.io import atomic_path, write_json, write_text
 from ncip.scoretable import read_score_tables
-from ncip.stage import StageError, split_list, stage_main
+from ncip.stage import StageError, read_record, split_list, stage_main
 from ncip.subjects import load_study
 
 app = typer.Typer(add_completion=False)
@@ -60,7 +59,7 @@ def main(
             for r in runs:
                 f = attack_metrics / f"{s}-run-{r}.json"
                 if f.exists():
-                    attacks[f"{s}/run-{r}"] = json.loads(f.read_text())
+                    attacks[f"{s}/run-{r}"] = read_record(f, "generate-adversarial")
     write_json(metrics_dir / "clean.json", nested(mean, "test", metric_names))
     write_json(metrics_dir / "adversarial.json", nested(mean, "adv", metric_names))
     acc = table.drop_duplicates(["subject", "run", "split", "sample_id"])

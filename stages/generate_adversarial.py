@@ -7,12 +7,12 @@ import numpy as np
 import typer
 
 from ncip.attacks import AttackConfig, attack_split, check_attack_names, combine, parse_number
-from ncip.checkpoints import list_checkpoints, load_model
+from ncip.checkpoints import check_data_matches, list_checkpoints, load_model
 from ncip.data import load_info, load_split, save_split, stratified_split
-from ncip.io import write_json
+from ncip.io import atomic_dir, write_json
 from ncip.logs import log
 from ncip.predict import batched_outputs, resolve_device
-from ncip.stage import atomic_dir, split_list, stage_main
+from ncip.stage import check_outputs, split_list, stage_main
 
 app = typer.Typer(add_completion=False)
 
@@ -43,14 +43,17 @@ def main(
     cfg = AttackConfig(eps=parse_number(eps), step=parse_number(step), steps=steps, cw_c=cw_c,
                        cw_kappa=cw_kappa, cw_steps=cw_steps, cw_lr=cw_lr)  # fmt: skip
     cfg.validate()
-    sources = {name: load_split(data / f"{name}.npz") for name in split_list(splits)}
+    check_outputs(metrics_out, dirs=[out])
+    info = load_info(data)
+    sources = {name: load_split(data / f"{name}.npz", info) for name in split_list(splits)}
     if "val" in sources and 0 < val_size < len(sources["val"]):
         # The attacked val split only trains TDPR's and EffiMAP's predictors; a subset suffices.
         val = sources["val"]
         _, keep = stratified_split(val.y, val_size / len(val), np.random.default_rng(seed))
         sources["val"] = val.subset(keep)
     final = list_checkpoints(checkpoints)[-1]
-    if load_info(data).kind != "image":
+    check_data_matches(info, final.meta, data, final.path)
+    if info.kind != "image":
         with atomic_dir(out):
             pass  # the paper attacks image models only; downstream stages find no adv.npz
         write_json(metrics_out, {"epoch": final.epoch, "skipped": "not an image dataset"})

@@ -5,8 +5,9 @@ from pathlib import Path
 import typer
 
 from ncip.data import prepare_dataset, save_prepared
+from ncip.io import atomic_dir
 from ncip.logs import log
-from ncip.stage import atomic_dir, stage_main
+from ncip.stage import check_outputs, stage_main
 from ncip.subjects import parse_subject
 
 app = typer.Typer(add_completion=False)
@@ -22,6 +23,7 @@ def main(
     split_seed: int = typer.Option(0, help="seed of the validation split"),
 ) -> None:
     ds = parse_subject(subject).dataset
+    check_outputs(dirs=[out])
     info, splits = prepare_dataset(ds, raw_root, val_fraction, split_seed)
     with atomic_dir(out) as tmp:
         save_prepared(tmp, info, splits)

@@ -1,6 +1,5 @@
 """report: this run's Tables 3-9 beside the paper's, Table 5 statistics and the figures."""
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +20,7 @@ from ncip.report import (
     side_by_side,
     significance_markdown,
 )
-from ncip.stage import StageError, stage_main
+from ncip.stage import StageError, read_record, stage_main
 from ncip.study import wilcoxon_table
 from ncip.subjects import load_study, parse_subject
 
@@ -64,13 +63,13 @@ def main(
         c = {}
         for name, f in (("baselines", "baselines-cost.json"), ("ncip", "ncip-cost.json")):
             if (d / f).exists():
-                c[name] = json.loads((d / f).read_text())
+                c[name] = read_record(d / f, f"score-{name}")
         costs[f"{s}/run-{r}"] = c
     retrain = {}
     for s, r in keys:
         f = metrics_dir / "retrain" / f"{s}-run-{r}.json"
         if f.exists():
-            retrain[f"{s}/run-{r}"] = json.loads(f.read_text())
+            retrain[f"{s}/run-{r}"] = read_record(f, "retrain-guidance")
     weak = []
     for s, r in keys:
         f = plots_dir / "weak_collapse" / f"{s}-run-{r}.csv"

@@ -6,13 +6,13 @@ import numpy as np
 import typer
 
 from ncip.checkpoints import list_checkpoints, load_model
-from ncip.data import load_split
+from ncip.data import load_info, load_split
 from ncip.evaluation import ABLATION
 from ncip.io import write_json
 from ncip.predict import resolve_device
 from ncip.retrain import RetrainConfig, retrain_gains
 from ncip.scoretable import read_score_tables
-from ncip.stage import StageError, stage_main
+from ncip.stage import StageError, check_outputs, stage_main
 
 app = typer.Typer(add_completion=False)
 
@@ -35,7 +35,9 @@ def main(
 ) -> None:
     cfg = RetrainConfig(budget, pool_fraction, epochs, lr, batch_size, seeds)
     cfg.validate()
-    test = load_split(data / "test.npz")
+    check_outputs(out)
+    info = load_info(data)
+    test = load_split(data / "test.npz", info)
     table = read_score_tables(scores)
     table = table[(table["split"] == "test") & (table["repeat"] == 0)
                   & ~table["method"].isin([m for m in ABLATION if m != "ncip"])]  # fmt: skip
@@ -47,7 +49,7 @@ def main(
             raise StageError(f"{method} has no score for {len(missing)} test inputs")
         by_method[method] = s.loc[test.ids].to_numpy(np.float64)
     model = load_model(list_checkpoints(checkpoints)[-1].path, resolve_device(device))
-    rows = retrain_gains(model, load_split(data / "train.npz"), test, by_method, cfg, seed)
+    rows = retrain_gains(model, load_split(data / "train.npz", info), test, by_method, cfg, seed)
     summary = rows.groupby("method").agg(gain=("gain", "mean"), gain_std=("gain", "std"),
                                          before=("before", "first"), after=("after", "mean"),
                                          faults_selected=("faults_selected", "first"),

@@ -7,13 +7,14 @@ import pandas as pd
 import typer
 
 from ncip.attacks import adversarial_sets
-from ncip.data import load_split
+from ncip.checkpoints import check_data_matches, list_checkpoints
+from ncip.data import load_info, load_split
 from ncip.io import write_json, write_parquet
 from ncip.logs import log
 from ncip.predict import resolve_device
 from ncip.scores import ScoringContext, get_method
 from ncip.scoretable import score_rows
-from ncip.stage import split_list, stage_main
+from ncip.stage import check_outputs, split_list, stage_main
 
 app = typer.Typer(add_completion=False)
 
@@ -43,15 +44,20 @@ def main(
     device: str = typer.Option("auto"),
 ) -> None:
     chosen = [get_method(m) for m in split_list(methods)]  # unknown names fail here, first
-    test = load_split(data / "test.npz")
-    sets = {"test": test, **adversarial_sets(adversarial)}
-    labelled = {"test": load_split(data / "val.npz"), **adversarial_sets(adversarial, "val")}
+    check_outputs(out, cost_out)
+    info = load_info(data)
+    final = list_checkpoints(checkpoints)[-1]
+    check_data_matches(info, final.meta, data, final.path)
+    test = load_split(data / "test.npz", info)
+    sets = {"test": test, **adversarial_sets(adversarial, info=info)}
+    labelled = {"test": load_split(data / "val.npz", info),
+                **adversarial_sets(adversarial, "val", info)}
     ctx = ScoringContext(
         subject=subject,
         seed=seed * 1000 + run,
         checkpoint_dir=checkpoints,
         eval_splits=sets,
-        train=load_split(data / "train.npz"),
+        train=load_split(data / "train.npz", info),
         labelled=labelled,
         options={
             "random": {"repeats": random_repeats},

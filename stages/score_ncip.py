@@ -1,6 +1,5 @@
 """score-ncip: TVD, margin and NCIP per test input, with the paper's ablations (Tables 7-8)."""
 
-import json
 import time
 from pathlib import Path
 
@@ -11,7 +10,7 @@ from ncip.io import write_json, write_parquet
 from ncip.predict import read_prediction_dir, stack_split
 from ncip.scores.ncip import ablation_scores
 from ncip.scoretable import score_rows
-from ncip.stage import stage_main
+from ncip.stage import check_outputs, read_record, stage_main
 
 app = typer.Typer(add_completion=False)
 
@@ -25,7 +24,11 @@ def main(
     cost_out: Path = typer.Option(..., help="NCIP's selection, prediction, scoring seconds"),
 ) -> None:
     t0 = time.perf_counter()
-    plan = json.loads(selection.read_text())
+    check_outputs(out, cost_out)
+    keys = ["subject", "run", "final_epoch", "selected_epochs", "last_k_epochs", "seconds"]
+    plan = read_record(selection, "select-checkpoints", keys)
+    timing = read_record(predictions / "timing.json", "predict-probabilities",
+                         ["seconds", "checkpoints"])
     table = read_prediction_dir(predictions)
     parts = []
     for split in sorted(table["split"].unique()):
@@ -38,7 +41,6 @@ def main(
             parts.append(score_rows(plan["subject"], plan["run"], split, stack.sample_id,
                                     stack.label, pred, method, s))  # fmt: skip
     write_parquet(out, pd.concat(parts, ignore_index=True))
-    timing = json.loads((predictions / "timing.json").read_text())
     write_json(cost_out, {"select": plan["seconds"], "predict": timing["seconds"],
                           "predicted_checkpoints": timing["checkpoints"],
                           "score": time.perf_counter() - t0})  # fmt: skip

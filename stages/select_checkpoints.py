@@ -9,9 +9,9 @@ import typer
 
 from ncip.checkpoints import list_checkpoints, read_head
 from ncip.collapse import candidate_pool, plan_selection, sigma_cos
-from ncip.io import atomic_path, write_json
+from ncip.io import write_csv, write_json
 from ncip.logs import log, progress
-from ncip.stage import StageError, stage_main
+from ncip.stage import StageError, check_outputs, stage_main
 
 app = typer.Typer(add_completion=False)
 
@@ -28,12 +28,18 @@ def main(
     if k <= 0:
         raise StageError(f"k must be a positive integer, got {k}; set k in params.yaml")
     candidate_pool(1, alpha)  # validates alpha before any work
+    check_outputs(out, plot_out)
     t0 = time.perf_counter()
     infos = list_checkpoints(checkpoints)
     if not infos:
         raise StageError(f"{checkpoints} holds no checkpoints; run train-with-checkpoints")
     # Only the head tensor of each file is read: no model is built or loaded.
-    scores = [sigma_cos(read_head(c.path)) for c in progress(infos, "sigma_cos", unit="ckpt")]
+    scores = []
+    for c in progress(infos, "sigma_cos", unit="ckpt"):
+        try:
+            scores.append(sigma_cos(read_head(c.path)))
+        except ValueError as e:
+            raise StageError(f"{c.path}: {e}; retrain with a lower learning rate") from None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         plan = plan_selection([c.epoch for c in infos], scores, k, alpha)
@@ -42,7 +48,6 @@ def main(
     plan["seconds"] = time.perf_counter() - t0
     plan["subject"] = infos[-1].meta.get("subject", "")
     plan["run"] = infos[-1].meta.get("run", 0)
-    write_json(out, plan)
     selected = set(plan["selected_epochs"])
     table = pd.DataFrame(
         {
@@ -51,8 +56,8 @@ def main(
             "selected": [int(c.epoch in selected) for c in infos],
         }
     )
-    with atomic_path(plot_out) as tmp:
-        table.to_csv(tmp, index=False)
+    write_csv(plot_out, table)
+    write_json(out, plan)
     log.info("selected %d of %d checkpoints: %s", len(selected), len(infos),
              plan["selected_epochs"])  # fmt: skip
 

@@ -5,8 +5,8 @@ from pathlib import Path
 import typer
 
 from ncip.data import load_info, load_split
-from ncip.io import atomic_path
-from ncip.stage import stage_main
+from ncip.io import write_csv
+from ncip.stage import StageError, check_outputs, stage_main
 from ncip.subjects import parse_subject
 from ncip.training import TrainConfig, train_with_checkpoints
 
@@ -43,12 +43,14 @@ def main(
         seed=seed * 1000 + run,
     )  # fmt: skip
     cfg.validate()
+    check_outputs(history_out, dirs=[out, work])
     info = load_info(data)
-    splits = {name: load_split(data / f"{name}.npz") for name in ("train", "val", "test")}
+    if info.name != s.dataset:
+        raise StageError(f"{data} holds {info.name}, but subject {subject} trains on {s.dataset}")
+    splits = {n: load_split(data / f"{n}.npz", info) for n in ("train", "val", "test")}
     hist = train_with_checkpoints(cfg, info, splits, out, work, subject=subject, run=run,
                                   device=device)  # fmt: skip
-    with atomic_path(history_out) as tmp:
-        hist.to_csv(tmp, index=False)
+    write_csv(history_out, hist)
 
 
 if __name__ == "__main__":

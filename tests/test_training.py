@@ -69,3 +69,104 @@ def test_mixup_and_label_smoothing_variants_train(tiny_run, tmp_path):
         cfg = TrainConfig(arch="lenet1", epochs=1, batch_size=128, **kw)
         hist = train_with_checkpoints(cfg, info, splits, tmp_path / str(kw), None)
         assert np.isfinite(hist["loss"]).all()
+
+
+def _files(d):
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir()) if p.is_file()}
+
+
+@pytest.mark.parametrize("step", ["_write_history", "_mark_complete", "_drop_state", "_publish"])
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_crash_at_any_step_of_finishing_is_recovered_by_the_next_run(
+    tiny_run, tmp_path, monkeypatch, step, when
+):
+    import ncip.training as training
+
+    info, splits, cfg = tiny_run["info"], tiny_run["splits"], tiny_run["cfg"]
+    out, work = tmp_path / "models", tmp_path / "work"
+    real = getattr(training, step)
+
+    def crash(*args, **kwargs):
+        if when == "after":
+            real(*args, **kwargs)
+        raise RuntimeError("injected crash")
+
+    monkeypatch.setattr(training, step, crash)
+    kw = {"subject": "digits-lenet5"}  # as the reference run records
+    with pytest.raises(RuntimeError, match="injected crash"):
+        train_with_checkpoints(cfg, info, splits, out, work, **kw)
+    monkeypatch.setattr(training, step, real)
+    hist = train_with_checkpoints(cfg, info, splits, out, work, **kw)  # no hand step between
+    assert hist["epoch"].tolist() == list(range(1, 7))
+    assert not work.exists()
+    want = _files(tiny_run["dir"] / "models")
+    assert _files(out) == want  # the same bytes as a run that never crashed
+
+
+def test_a_kill_between_the_fallback_renames_leaves_the_old_output_restorable(tmp_path, monkeypatch):
+    import ncip.io as io
+
+    out = tmp_path / "out"
+    with io.atomic_dir(out) as t:
+        (t / "a").write_text("old")
+    monkeypatch.setattr(io, "_exchange", lambda a, b: False)  # a system without renameat2
+    real_rename = type(out).rename
+    calls = []
+
+    def rename(self, target):
+        calls.append(self)
+        if len(calls) == 2:  # killed after moving the old output aside
+            raise KeyboardInterrupt
+        return real_rename(self, target)
+
+    monkeypatch.setattr(type(out), "rename", rename)
+    with pytest.raises(KeyboardInterrupt), io.atomic_dir(out) as t:
+        (t / "a").write_text("new")
+    monkeypatch.setattr(type(out), "rename", real_rename)
+    assert not out.exists() and (tmp_path / ".out.old").exists()
+    with io.atomic_dir(out) as t:  # the next call restores it first, then replaces it
+        assert (out / "a").read_text() == "old"
+        (t / "a").write_text("new")
+    assert (out / "a").read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # nothing stale left
+
+
+def test_checkpoint_files_are_byte_identical_across_runs(tiny_run, tmp_path):
+    info, splits, cfg = tiny_run["info"], tiny_run["splits"], tiny_run["cfg"]
+    train_with_checkpoints(cfg, info, splits, tmp_path / "again", None, subject="digits-lenet5")
+    assert _files(tmp_path / "again") == _files(tiny_run["dir"] / "models")
+    assert "seconds" not in read_meta(tmp_path / "again" / "epoch-006.safetensors")["metrics"]
+
+
+def test_a_diverging_run_stops_without_writing_nan_checkpoints(tiny_run, tmp_path):
+    from safetensors.torch import load_file as load
+
+    from ncip.training import TrainingDiverged
+
+    info, splits = tiny_run["info"], tiny_run["splits"]
+    cfg = TrainConfig(arch="lenet5", epochs=4, batch_size=64, lr=1e5, optimizer="sgd")
+    with pytest.raises(TrainingDiverged, match=r"diverged at epoch \d+, batch \d+.*lower train.lr"):
+        train_with_checkpoints(cfg, info, splits, tmp_path / "m", tmp_path / "w")
+    assert not (tmp_path / "m").exists()
+    for f in (tmp_path / "w").glob("*.safetensors"):
+        assert all(torch.isfinite(t).all() for t in load(str(f)).values())
+
+
+def test_the_resume_state_is_never_unpickled_beyond_tensors(tiny_run, tmp_path):
+    import os
+
+    info, splits, cfg = tiny_run["info"], tiny_run["splits"], tiny_run["cfg"]
+    work = tmp_path / "work"
+    train_with_checkpoints(cfg, info, splits, tmp_path / "m", work, stop_after=1)
+    marker = tmp_path / "pwned"
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    state = torch.load(work / STATE_FILE, weights_only=True)
+    state["history"].append({"payload": Payload()})
+    torch.save(state, work / STATE_FILE)
+    with pytest.raises(Exception, match="Weights only load failed|Unsupported global"):
+        train_with_checkpoints(cfg, info, splits, tmp_path / "m", work)
+    assert not marker.exists()

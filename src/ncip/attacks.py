@@ -129,9 +129,10 @@ def source_ids(ids: np.ndarray) -> np.ndarray:
     return np.array([i.rsplit("@", 1)[0] for i in ids.astype(str)])
 
 
-def adversarial_sets(directory, source: str = "test") -> dict[str, Split]:
+def adversarial_sets(directory, source: str = "test", info=None) -> dict[str, Split]:
     """The combined adversarial version of ``source`` in a generate-adversarial output, keyed
-    "adv"; empty when there is none (no directory given, or a text dataset)."""
+    "adv"; empty when there is none (no directory given, or a text dataset). With ``info``
+    the set is checked against the dataset (shape, [0, 1] range, labels)."""
     from pathlib import Path
 
     from ncip.data import load_split
@@ -140,4 +141,4 @@ def adversarial_sets(directory, source: str = "test") -> dict[str, Split]:
         return {}
     name = "adv.npz" if source == "test" else f"{source}-adv.npz"
     path = Path(directory) / name
-    return {"adv": load_split(path)} if path.exists() else {}
+    return {"adv": load_split(path, info)} if path.exists() else {}

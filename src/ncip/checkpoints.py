@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors import safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
+from ncip.formats import Checkpoint, CheckpointError, check_metas, read_tensors, safetensors_header
 from ncip.io import atomic_path
 from ncip.models import Classifier, create_model
 
@@ -46,19 +46,20 @@ def save_checkpoint(path: Path | str, model: Classifier, meta: dict[str, Any]) -
 
 def read_meta(path: Path | str) -> dict[str, Any]:
     """The checkpoint's metadata record, read from the header alone."""
-    with safe_open(str(path), framework="pt") as f:
-        header = f.metadata() or {}
+    header = safetensors_header(Path(path))
     if "ncip" not in header:
-        raise ValueError(f"{path} is not an ncip checkpoint (no 'ncip' metadata record)")
-    return json.loads(header["ncip"])
+        raise CheckpointError(f"{path} is not an ncip checkpoint (no 'ncip' metadata record); "
+                              "rank it with `ncip rank --model ...`, or move it out of the run")
+    try:
+        return json.loads(header["ncip"])
+    except ValueError:
+        raise CheckpointError(f"{path} has an unreadable ncip metadata record") from None
 
 
 def read_tensor(path: Path | str, key: str) -> np.ndarray:
     """Read one tensor from a checkpoint without loading the rest."""
-    with safe_open(str(path), framework="pt") as f:
-        if key not in f.keys():
-            raise KeyError(f"{path} has no tensor {key!r}")
-        return f.get_tensor(key).double().numpy()
+    ck = Checkpoint(Path(path), "ncip")
+    return read_tensors(ck, [key])[key].double().numpy()
 
 
 def read_head(path: Path | str) -> np.ndarray:
@@ -76,21 +77,43 @@ def build_model(meta: dict[str, Any]) -> Classifier:
     )
 
 
+def _state(path: Path | str) -> dict:
+    """All tensors of a checkpoint; CheckpointError naming the file if any is not finite."""
+    state = read_tensors(Checkpoint(Path(path), "ncip"))
+    for k, v in state.items():
+        if v.is_floating_point() and not bool(torch.isfinite(v).all()):
+            raise CheckpointError(f"{path} holds NaN or infinite weights (in {k!r}): training "
+                                  "diverged; retrain with a lower learning rate")
+    return state
+
+
 def load_model(path: Path | str, device: str | torch.device = "cpu") -> Classifier:
     """Rebuild the model from a checkpoint's metadata and load its weights, in eval mode."""
     model = build_model(read_meta(path))
-    model.load_state_dict(load_file(str(path)))
+    model.load_state_dict(_state(path))
     return model.to(device).eval()
 
 
 def load_weights(model: Classifier, path: Path | str) -> Classifier:
     """Load a checkpoint's weights into an existing model of the same architecture."""
-    model.load_state_dict(load_file(str(path), device=str(next(model.parameters()).device)))
+    device = next(model.parameters()).device
+    model.load_state_dict({k: v.to(device) for k, v in _state(path).items()})
     return model
 
 
+def check_data_matches(info, meta: dict[str, Any], data_dir, checkpoint: Path) -> None:
+    """The prepared data is what the checkpoints were trained on (shape and classes)."""
+    if meta.get("input_shape") and list(meta["input_shape"]) != list(info.input_shape):
+        raise CheckpointError(f"{data_dir} holds inputs of shape {list(info.input_shape)} but "
+                              f"{checkpoint} was trained on {list(meta['input_shape'])}")
+    if meta.get("num_classes") and int(meta["num_classes"]) != info.num_classes:
+        raise CheckpointError(f"{data_dir} has {info.num_classes} classes but {checkpoint} "
+                              f"has {meta['num_classes']}")
+
+
 def list_checkpoints(directory: Path | str) -> list[CheckpointInfo]:
-    """All checkpoints in a directory, ordered by the epoch recorded in their metadata."""
+    """All checkpoints in a directory, ordered by the epoch recorded in their metadata; they
+    must belong to one run (same architecture, classes, data, subject and run)."""
     d = Path(directory)
     if not d.is_dir():
         raise FileNotFoundError(f"checkpoint directory {d} does not exist; train first")
@@ -101,5 +124,6 @@ def list_checkpoints(directory: Path | str) -> list[CheckpointInfo]:
     infos.sort(key=lambda c: c.epoch)
     epochs = [c.epoch for c in infos]
     if len(set(epochs)) != len(epochs):
-        raise ValueError(f"{d} holds two checkpoints of the same epoch: {epochs}")
+        raise CheckpointError(f"{d} holds two checkpoints of the same epoch: {epochs}")
+    check_metas((c.path, c.meta) for c in infos)
     return infos

@@ -28,6 +28,18 @@ def models() -> None:
     typer.echo("\n".join(f"{m}\t{model_kind(m)}" for m in list_models()))
 
 
+@app.command("check-params")
+@stage_main
+def check_params(
+    params: Path = typer.Argument(Path("params.yaml"), help="the study's parameters"),
+) -> None:
+    """Validate a study's params.yaml before `dvc repro` (make repro runs this first)."""
+    from ncip.subjects import check_params as check
+
+    subjects, runs = check(params)
+    typer.echo(f"{params}: valid ({len(subjects)} subjects x {len(runs)} runs)")
+
+
 @app.command()
 def methods() -> None:
     """List the registered baseline prioritization methods."""

@@ -18,6 +18,8 @@ def sigma_cos(W: np.ndarray) -> float:
     W = np.asarray(W, dtype=np.float64)
     if W.ndim != 2 or W.shape[0] < 2:
         raise ValueError(f"W must be [C, d] with at least 2 classes, got shape {W.shape}")
+    if not np.all(np.isfinite(W)):
+        raise ValueError("the head holds NaN or infinite values (training diverged?)")
     norms = np.linalg.norm(W, axis=1)
     if np.any(norms == 0):
         raise ValueError("a class weight vector is all zeros; its cosine is undefined")

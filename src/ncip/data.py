@@ -12,6 +12,7 @@ shuffling, subsetting and adversarial perturbation.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import gzip
 import importlib.resources
@@ -19,6 +20,8 @@ import json
 import pickle
 import re
 import socket
+import zipfile
+import zlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -33,6 +36,10 @@ DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
 
 class DatasetNotFoundError(FileNotFoundError):
     """A dataset's files are missing; the message says what to install or where to put them."""
+
+
+class DataFormatError(ValueError):
+    """A data file is corrupt or not in the expected format; the message names it."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +125,7 @@ def prepare_dataset(
     if not 0.0 < val_fraction < 1.0:
         raise ValueError(f"val_fraction must lie in (0, 1), got {val_fraction}")
     raw = load_raw(name, raw_root)
+    check_labels(raw, name)
     rng = np.random.default_rng(split_seed)
     train_idx, val_idx = stratified_split(raw.train.y, val_fraction, rng)
     splits = {
@@ -138,6 +146,20 @@ def prepare_dataset(
         info.mean = x.mean(axis=(0, 2, 3)).tolist()
         info.std = np.maximum(x.std(axis=(0, 2, 3)), 1e-3).tolist()
     return info, splits
+
+
+def check_labels(raw: RawDataset, name: str) -> None:
+    """Every label is a class index of the dataset; else the raw files are corrupt."""
+    c = len(raw.classes)
+    for part, split in (("train", raw.train), ("test", raw.test)):
+        if len(split) == 0:
+            raise DataFormatError(f"{name}: the {part} split holds no samples; check its files")
+        bad = np.flatnonzero((split.y < 0) | (split.y >= c))
+        if len(bad):
+            i = int(bad[0])
+            raise DataFormatError(f"{name}: {part} label {int(split.y[i])} of sample "
+                                  f"{split.ids[i]} is outside its {c} classes (0..{c - 1}); "
+                                  f"{len(bad)} labels are bad: the label file is corrupt")
 
 
 def stratified_split(
@@ -173,19 +195,76 @@ def save_split(path: Path | str, split: Split) -> None:
             np.savez(f, x=split.x, y=split.y, ids=split.ids.astype(str))
 
 
-def load_split(path: Path | str) -> Split:
+def load_split(path: Path | str, info: DatasetInfo | None = None) -> Split:
+    """A split saved by :func:`save_split`, checked; with ``info``, against the dataset too
+    (input shape, value type and range, labels in range)."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist; run the prepare-data stage first")
-    with np.load(path, allow_pickle=False) as z:
-        return Split(z["x"], z["y"].astype(np.int64), z["ids"])
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            missing = [k for k in ("x", "y", "ids") if k not in z.files]
+            if missing:
+                raise DataFormatError(f"{path} lacks {', '.join(missing)}; write it with "
+                                      "np.savez(path, x=..., y=..., ids=...)")
+            x, y, ids = z["x"], z["y"], z["ids"]
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        if isinstance(e, DataFormatError):
+            raise
+        raise DataFormatError(f"{path} is not a readable .npz file ({e})") from None
+    if len(x) == 0:
+        raise DataFormatError(f"{path} holds no samples")
+    if not (len(x) == len(y) == len(ids)):
+        raise DataFormatError(f"{path}: x, y and ids disagree in length ({len(x)}, {len(y)}, "
+                              f"{len(ids)})")
+    if y.dtype.kind not in "iu":
+        raise DataFormatError(f"{path}: labels are {y.dtype}, not integer classes")
+    if len(np.unique(ids)) != len(ids):
+        raise DataFormatError(f"{path}: sample ids repeat; every sample needs its own id")
+    split = Split(x, y.astype(np.int64), ids)
+    if info is not None:
+        check_split(split, info, path)
+    return split
+
+
+def check_split(split: Split, info: DatasetInfo, path: Path | str) -> None:
+    """Inputs of the dataset's shape and kind: images uint8, or float32 in [0, 1] (adversarial
+    sets); text int token ids below the vocabulary size; labels in range."""
+    shape = list(split.x.shape[1:])
+    if shape != list(info.input_shape):
+        raise DataFormatError(f"{path}: inputs have shape {shape} but {info.name} has "
+                              f"{list(info.input_shape)}")
+    kind = split.x.dtype.kind
+    if info.kind == "image":
+        if kind == "f":
+            lo, hi = float(split.x.min()), float(split.x.max())
+            if not (np.isfinite(lo) and np.isfinite(hi)):
+                raise DataFormatError(f"{path}: inputs hold NaN or infinite values")
+            if lo < 0 or hi > 1:
+                raise DataFormatError(f"{path}: float images must lie in [0, 1], these lie in "
+                                      f"[{lo:g}, {hi:g}]; store 8-bit images as uint8")
+        elif split.x.dtype != np.uint8:
+            raise DataFormatError(f"{path}: images are {split.x.dtype}; store them as uint8 "
+                                  "(or float32 in [0, 1])")
+    elif kind not in "iu" or (info.vocab_size and int(split.x.max()) >= info.vocab_size):
+        raise DataFormatError(f"{path}: text inputs must be integer token ids below the "
+                              f"vocabulary size {info.vocab_size}")
+    c = info.num_classes
+    bad = np.flatnonzero((split.y < 0) | (split.y >= c))
+    if len(bad):
+        raise DataFormatError(f"{path}: label {int(split.y[bad[0]])} is outside the "
+                              f"{c} classes of {info.name}")
 
 
 def load_info(data_dir: Path | str) -> DatasetInfo:
     path = Path(data_dir) / "info.json"
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist; run the prepare-data stage first")
-    return DatasetInfo(**json.loads(path.read_text()))
+    try:
+        return DatasetInfo(**json.loads(path.read_text()))
+    except (ValueError, TypeError) as e:
+        raise DataFormatError(f"{path} is not a dataset description ({e}); run prepare-data "
+                              "again") from None
 
 
 def as_model_input(x):
@@ -209,16 +288,25 @@ def read_idx(path: Path | str) -> np.ndarray:
     """Read an IDX file (the MNIST format), gzipped or not."""
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as f:
-        data = f.read()
+    try:
+        with opener(path, "rb") as f:
+            data = f.read()
+    except (OSError, EOFError, zlib.error) as e:  # gzip.BadGzipFile is an OSError
+        raise DataFormatError(f"{path} cannot be read ({e}): the file is incomplete or corrupt; "
+                              "download it again") from None
     if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08:
-        raise ValueError(f"{path} is not an unsigned-byte IDX file")
+        raise DataFormatError(f"{path} is not an unsigned-byte IDX file")
     ndim = data[3]
     dims = [int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim)]
-    arr = np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim)
-    if arr.size != int(np.prod(dims)):
-        raise ValueError(f"{path} is truncated: expected {dims}, found {arr.size} values")
-    return arr.reshape(dims)
+    offset = 4 + 4 * ndim
+    expected, found = int(np.prod(dims)), len(data) - offset
+    if found < expected:
+        raise DataFormatError(f"{path} is truncated: its header declares {dims} ({expected} "
+                              f"values) but it holds {found}; download it again")
+    if found > expected:
+        raise DataFormatError(f"{path} has {found - expected} bytes after the {dims} values its "
+                              "header declares; the file is corrupt, download it again")
+    return np.frombuffer(data, dtype=np.uint8, offset=offset).reshape(dims)
 
 
 _IDX_NAMES = {
@@ -354,9 +442,36 @@ def load_digits(raw_root: Path) -> RawDataset:
     return RawDataset("image", DIGIT_CLASSES, full.subset(train_idx), full.subset(test_idx))
 
 
+class _CifarUnpickler(pickle.Unpickler):
+    """Admits only what CIFAR's python batches hold: dicts, lists, bytes, numbers and numpy
+    arrays. Any other object in the file (a code-running payload) is refused."""
+
+    ALLOWED = {
+        ("numpy.core.multiarray", "_reconstruct"): np._core.multiarray._reconstruct,
+        ("numpy._core.multiarray", "_reconstruct"): np._core.multiarray._reconstruct,
+        ("numpy", "ndarray"): np.ndarray,
+        ("numpy", "dtype"): np.dtype,
+        ("_codecs", "encode"): codecs.encode,  # how protocol 2 writes bytes from Python 3
+    }
+
+    def find_class(self, module: str, name: str):
+        if (module, name) in self.ALLOWED:
+            return self.ALLOWED[(module, name)]
+        raise pickle.UnpicklingError(f"it holds a {module}.{name} object")
+
+
 def _unpickle(path: Path) -> dict:
-    with open(path, "rb") as f:
-        return pickle.load(f, encoding="bytes")
+    """A CIFAR batch, read with the restricted unpickler."""
+    try:
+        with open(path, "rb") as f:
+            obj = _CifarUnpickler(f, encoding="bytes").load()
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError) as e:
+        raise DataFormatError(f"{path} is not a CIFAR python batch ({e}); extract the "
+                              "official python version again") from None
+    if not isinstance(obj, dict):
+        raise DataFormatError(f"{path} is not a CIFAR python batch (it holds a "
+                              f"{type(obj).__name__}, not a dict)")
+    return obj
 
 
 def _cifar(raw_root: Path, name: str, folder: str, parts: dict, label_key: bytes, meta: tuple):

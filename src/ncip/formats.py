@@ -149,10 +149,10 @@ def torch_load(path: Path | str) -> Any:
             safe = path.with_name(f"{path.stem}-weights.pt")
             raise CheckpointError(
                 f"{path} needs arbitrary unpickling (it holds {', '.join(needs)}); ncip loads "
-                "only tensors and plain containers. If you trust the file, convert it once and "
-                "move the original out: python -c \"import torch; o = torch.load('"
-                f"{path}', weights_only=False); torch.save(o.state_dict() if hasattr(o, "
-                f"'state_dict') else o['state_dict'], '{safe}')\""
+                "only tensors and plain containers. If you trust the file, load it once in a "
+                "trusted session (torch.load with weights_only turned off), save just its state "
+                f"dict (torch.save(model.state_dict(), '{safe}') or safetensors) and move the "
+                "original out"
             ) from None
         except (RuntimeError, EOFError, OSError, ValueError, KeyError) as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
@@ -421,13 +421,18 @@ CONSISTENT_META = (
 
 def check_consistent(cs: CheckpointSet) -> None:
     """Refuse a folder whose ncip checkpoints disagree on what model and data they belong to
-    (e.g. a checkpoint of another subject dropped in, which would become the 'final' one).
-    The message names the file(s) that differ from the others."""
+    (e.g. a checkpoint of another subject dropped in, which would become the 'final' one)."""
+    check_metas([(c.path, c.meta) for c in cs if c.fmt == "ncip"])
+
+
+def check_metas(items: Iterable[tuple[Path, dict[str, Any]]]) -> None:
+    """The metadata records of one run's checkpoints agree on :data:`CONSISTENT_META`; the
+    message names the file(s) that differ from the others."""
     from collections import Counter
 
-    ncip = [c for c in cs if c.fmt == "ncip"]
+    items = list(items)
     for key in CONSISTENT_META:
-        values = {c.path: json.dumps(c.meta.get(key)) for c in ncip if c.meta.get(key) is not None}
+        values = {p: json.dumps(m.get(key)) for p, m in items if m.get(key) is not None}
         counts = Counter(values.values())
         if len(counts) < 2:
             continue
@@ -436,7 +441,7 @@ def check_consistent(cs: CheckpointSet) -> None:
         raise CheckpointError(
             f"{odd[0]} records {key} = {values[odd[0]]} but {n} other checkpoint(s) in the "
             f"folder record {common}: it mixes checkpoints of different runs; move "
-            f"{', '.join(p.name for p in odd[:3])} out"
+            f"{', '.join(Path(p).name for p in odd[:3])} out"
         )
 
 

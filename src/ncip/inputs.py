@@ -174,6 +174,8 @@ def load_inputs(
         inp.y = np.asarray(
             _read_array(Path(labels), "labels") if isinstance(labels, str | Path) else labels
         )
+    if len(inp) == 0:
+        raise InputError(f"{inp.source} holds no inputs")
     return inp
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -50,6 +52,73 @@ def atomic_group(paths: list[Path]) -> Iterator[list[Path]]:
                 tmp.unlink()
 
 
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two existing paths in one step (Linux renameat2 RENAME_EXCHANGE); False where the
+    system or filesystem cannot."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+
+
+def _restore_old(path: Path) -> None:
+    """A kill between the two renames of the fallback swap leaves ``.name.old`` and no
+    ``name``: put it back."""
+    old = path.with_name(f".{path.name}.old")
+    if old.exists() and not path.exists():
+        old.rename(path)
+    elif old.exists():
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _remove_stale_temps(path: Path) -> None:
+    """Temporary folders (``.name.XXXX``) of atomic_dir calls that were killed."""
+    for stale in path.parent.glob(f".{path.name}.*"):
+        if stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+@contextmanager
+def atomic_dir(path: Path | str) -> Iterator[Path]:
+    """Yield an empty temporary folder; on success it replaces ``path`` as a whole.
+
+    The old and new folders are swapped in one step where the system allows (Linux), so the
+    output is never missing; elsewhere a kill between the two renames leaves ``.name.old``,
+    which the next call restores before it starts. A failure inside the block leaves ``path``
+    as it was and removes the temporary folder.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _restore_old(path)
+    _remove_stale_temps(path)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        yield tmp
+        replace_dir(tmp, path)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def replace_dir(src: Path | str, dst: Path | str) -> None:
+    """Move folder ``src`` to ``dst``, replacing what is there in one step where the system
+    allows (see :func:`atomic_dir`); ``src`` must be on the same filesystem as ``dst``."""
+    src, dst = Path(src), Path(dst)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    _restore_old(dst)
+    if not dst.exists():
+        src.rename(dst)
+    elif _exchange(src, dst):
+        shutil.rmtree(src)  # now the old output
+    else:
+        old = dst.with_name(f".{dst.name}.old")
+        dst.rename(old)
+        src.rename(dst)
+        shutil.rmtree(old, ignore_errors=True)
+
+
 def write_json(path: Path | str, obj: Any) -> None:
     """Write strict JSON (NaN and infinities become null), atomically."""
     text = json.dumps(_finite(obj), indent=2, sort_keys=False, default=_jsonable, allow_nan=False)
@@ -81,6 +150,12 @@ def _jsonable(o: Any) -> Any:
     if isinstance(o, np.ndarray):
         return o.tolist()
     raise TypeError(f"cannot write {type(o).__name__} as JSON")
+
+
+def write_csv(path: Path | str, df) -> None:
+    """A DataFrame as CSV (no index), atomically."""
+    with atomic_path(path) as tmp:
+        df.to_csv(tmp, index=False)
 
 
 def write_parquet(path: Path | str, df) -> None:

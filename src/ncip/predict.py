@@ -37,8 +37,11 @@ def batched_outputs(
     batch_size: int = 1024,
     features: bool = False,
     desc: str | None = None,
+    source: str | None = None,
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
-    """Logits (and, with ``features``, penultimate features) of ``x`` in eval mode, as float32."""
+    """Logits (and, with ``features``, penultimate features) of ``x`` in eval mode, as float32.
+
+    With ``source`` (the checkpoint's name), non-finite logits raise ValueError naming it."""
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
@@ -56,6 +59,9 @@ def batched_outputs(
             logits.append(model(xb).float().cpu().numpy())
     model.train(was_training)
     z = np.concatenate(logits) if logits else np.zeros((0, 0), np.float32)
+    if source is not None and not np.all(np.isfinite(z)):
+        bad = int((~np.isfinite(z)).any(axis=1).sum())
+        raise ValueError(f"{source} produces NaN or infinite outputs on {bad} of {len(z)} inputs")
     if features:
         return z, (np.concatenate(feats) if feats else np.zeros((0, 0), np.float32))
     return z
@@ -96,10 +102,12 @@ def predict_checkpoint(
     subject: str,
     epoch: int,
     batch_size: int = 1024,
+    source: str | None = None,
 ) -> pd.DataFrame:
-    """Prediction table of one model over several splits."""
+    """Prediction table of one model over several splits (outputs checked finite)."""
     parts = [
-        prediction_table(batched_outputs(model, s.x, batch_size), s, subject, epoch, name)
+        prediction_table(batched_outputs(model, s.x, batch_size, source=source or f"epoch {epoch}"),
+                         s, subject, epoch, name)
         for name, s in splits.items()
     ]
     return pd.concat(parts, ignore_index=True)

@@ -7,12 +7,10 @@ bad input exits nonzero with a one-line message and leaves existing outputs unto
 from __future__ import annotations
 
 import functools
+import json
 import logging
-import shutil
 import sys
-import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import typer
@@ -42,27 +40,40 @@ def stage_main(fn: Callable) -> Callable:
     return wrapper
 
 
+def check_outputs(*files: Path | None, dirs: Sequence[Path | None] = ()) -> None:
+    """Refuse, before any work, output paths that cannot be written: a file output that is an
+    existing folder, a folder output that is an existing file, a parent that is a file."""
+    for path, want_dir in [(f, False) for f in files] + [(d, True) for d in dirs]:
+        if path is None:
+            continue
+        path = Path(path)
+        if path.exists() and path.is_dir() != want_dir:
+            kind = "a folder" if path.is_dir() else "a file"
+            raise StageError(f"output {path} is {kind}; give a {'folder' if want_dir else 'file'} "
+                             "path (or move what is there)")
+        for parent in path.parents:
+            if parent.exists():
+                if not parent.is_dir():
+                    raise StageError(f"cannot write {path}: {parent} is a file, not a folder")
+                break
+
+
+def read_record(path: Path, made_by: str, keys: Sequence[str] = ()) -> dict:
+    """A JSON record another stage wrote; StageError naming the file and that stage if it is
+    missing, unreadable or lacks ``keys``."""
+    path = Path(path)
+    if not path.is_file():
+        raise StageError(f"{path} does not exist; run {made_by} first")
+    try:
+        record = json.loads(path.read_text())
+    except ValueError as e:
+        raise StageError(f"{path} is not valid JSON ({e}); run {made_by} again") from None
+    missing = [k for k in keys if not isinstance(record, dict) or k not in record]
+    if missing:
+        raise StageError(f"{path} lacks {', '.join(missing)}; run {made_by} again")
+    return record
+
+
 def split_list(value: str) -> list[str]:
     """Parse a comma-separated option (DVC cannot interpolate lists into a command)."""
     return [v.strip() for v in value.split(",") if v.strip()]
-
-
-@contextmanager
-def atomic_dir(path: Path | str) -> Iterator[Path]:
-    """Yield an empty temporary directory; on success it replaces ``path`` as a whole."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    try:
-        yield tmp
-        if path.exists():
-            old = path.with_name(f".{path.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            path.rename(old)
-            tmp.rename(path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            tmp.rename(path)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)

@@ -65,10 +65,81 @@ def load_study(params_path) -> tuple[dict, list[str], list[int]]:
     path = Path(params_path)
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist")
-    cfg = yaml.safe_load(path.read_text()) or {}
-    if not cfg.get("subjects"):
+    try:
+        cfg = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ValueError(f"{path} is not valid YAML: {str(e).splitlines()[0]}") from None
+    subjects = cfg.get("subjects")
+    if not subjects:
         raise ValueError(f"{path} lists no subjects; add e.g. `subjects: [fmnist-lenet5]`")
+    if not isinstance(subjects, list) or not all(isinstance(s, str) for s in subjects):
+        raise ValueError(f"subjects in {path} must be a list of names, e.g. `subjects: "
+                         f"[fmnist-lenet5]`, got {subjects!r}")
     runs = cfg.get("runs", [0])
     if not runs or any(isinstance(r, bool) or not isinstance(r, int) or r < 0 for r in runs):
         raise ValueError(f"runs in {path} must be a non-empty list of integers >= 0, got {runs}")
     return cfg, [parse_subject(s).name for s in cfg["subjects"]], list(runs)
+
+
+def check_params(params_path) -> tuple[list[str], list[int]]:
+    """Validate a study's params.yaml with the stages' own checks, before DVC runs anything
+    (DVC's own parser reports a non-list ``subjects`` as "'Value' object is not iterable").
+    Returns (subjects, runs); raises ValueError naming the key and the fix."""
+    from ncip.attacks import AttackConfig, check_attack_names, parse_number
+    from ncip.collapse import candidate_pool
+    from ncip.retrain import RetrainConfig
+    from ncip.scores import get_method
+    from ncip.training import TrainConfig
+
+    cfg, subjects, runs = load_study(params_path)
+
+    def group(name: str) -> dict:
+        g = cfg.get(name) or {}
+        if not isinstance(g, dict):
+            raise ValueError(f"{params_path}: `{name}` must be a group of keys, got {g!r}")
+        return g
+
+    def ints(key: str, value) -> list[int]:
+        try:
+            out = [int(v) for v in str(value).split(",") if v.strip()]
+        except ValueError:
+            raise ValueError(f"{params_path}: {key} must be comma-separated integers, got "
+                             f"{value!r}") from None
+        if not out or min(out) <= 0:
+            raise ValueError(f"{params_path}: {key} must list positive integers, got {value!r}")
+        return out
+
+    def checked(key: str, fn) -> None:
+        try:
+            fn()
+        except (ValueError, TypeError, KeyError) as e:
+            msg = e.args[0] if e.args else type(e).__name__
+            raise ValueError(f"{params_path}: {key}: {msg}") from None
+
+    k = cfg.get("k", 30)
+    if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
+        raise ValueError(f"{params_path}: k must be a positive integer, got {k!r}")
+    checked("alpha", lambda: candidate_pool(1, float(cfg.get("alpha", 0.9))))
+    t = group("train")
+    keys = ("epochs", "batch_size", "optimizer", "lr", "momentum", "weight_decay", "schedule",
+            "label_smoothing", "mixup_alpha")
+    checked("train", lambda: TrainConfig(arch="lenet5", **{k: t[k] for k in keys if k in t})
+            .validate())
+    a = group("attack")
+    checked("attack.attacks", lambda: check_attack_names(
+        [n.strip() for n in str(a.get("attacks", "")).split(",") if n.strip()]))
+    checked("attack", lambda: AttackConfig(
+        eps=parse_number(a.get("eps", 8 / 255)), step=parse_number(a.get("step", 2 / 255)),
+        steps=int(a.get("steps", 10)), cw_c=float(a.get("cw_c", 1.0)),
+        cw_kappa=float(a.get("cw_kappa", 0.0)), cw_steps=int(a.get("cw_steps", 50)),
+        cw_lr=float(a.get("cw_lr", 0.01))).validate())
+    b = group("baselines")
+    for m in str(b.get("methods", "")).split(","):
+        if m.strip():
+            checked("baselines.methods", lambda m=m: get_method(m.strip()))
+    ints("evaluate.budgets", group("evaluate").get("budgets", "100"))
+    ints("analysis.weak_steps", group("analysis").get("weak_steps", "10"))
+    r = group("retrain")
+    rkeys = ("budget", "pool_fraction", "epochs", "lr", "batch_size", "seeds")
+    checked("retrain", lambda: RetrainConfig(**{k: r[k] for k in rkeys if k in r}).validate())
+    return subjects, runs

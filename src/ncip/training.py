@@ -6,9 +6,20 @@ complete epoch continues exactly as if it had never stopped.
 
 Resume: checkpoints and a small training-state file (optimizer, scheduler, history) are written
 to ``work_dir`` after every epoch, each atomically (temporary file, then rename). A later call
-with the same configuration and data picks up after the last complete epoch. When training
-finishes, the checkpoints are moved into ``out_dir`` (DVC deletes a stage's outputs before it
-runs, so the resume state lives beside the output, not inside it).
+with the same configuration and data picks up after the last complete epoch. The state file is
+read with ``weights_only=True``: tensors and plain containers only.
+
+Finishing is crash-safe: the history and a ``complete.json`` marker are written into
+``work_dir``, the resume state is dropped, and ``work_dir`` replaces ``out_dir`` as a whole (one
+rename; DVC deletes a stage's outputs before it runs, so the work lives beside the output, not
+inside it). A call that finds a complete marker with its own fingerprint only repeats the
+hand-over, so a crash at any step of finishing is recovered by running again.
+
+Checkpoint files (and the folder's history.csv) carry no wall-clock time, so one seed gives the
+same bytes every time; the seconds per epoch go to the history the function returns.
+
+Training stops at the first non-finite loss (or weight) with :class:`TrainingDiverged`, before
+any checkpoint of that epoch is written.
 """
 
 from __future__ import annotations
@@ -16,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 import shutil
 import time
 from dataclasses import asdict, dataclass
@@ -30,13 +42,18 @@ import torch.nn.functional as F
 from ncip.checkpoints import checkpoint_name, load_weights, save_checkpoint
 from ncip.collapse import sigma_cos
 from ncip.data import DatasetInfo, Split, as_model_input
-from ncip.io import atomic_path
+from ncip.io import atomic_path, replace_dir, write_csv, write_json
 from ncip.logs import log, progress
 from ncip.models import Classifier, create_model
 from ncip.predict import batched_outputs, resolve_device
 
 STATE_FILE = "train-state.pt"
 HISTORY_FILE = "history.csv"
+COMPLETE_FILE = "complete.json"
+
+
+class TrainingDiverged(ValueError):
+    """The loss or the weights became NaN or infinite; the message says where and what to try."""
 OPTIMIZERS = ("adam", "sgd")
 SCHEDULES = ("none", "cosine")
 
@@ -155,6 +172,9 @@ def train_with_checkpoints(
     fingerprint = hashlib.sha256(
         json.dumps({"cfg": asdict(cfg), "data": data_fingerprint(splits)}).encode()
     ).hexdigest()
+    if _is_complete(work, fingerprint):
+        log.info("%s finished training earlier; handing its checkpoints over", label)
+        return _finish(work, out_dir, pd.read_csv(work / HISTORY_FILE), fingerprint)
     model = make_model(cfg, info).to(dev)
     opt, sched = _optimizer(cfg, model)
     history: list[dict[str, Any]] = []
@@ -162,7 +182,13 @@ def train_with_checkpoints(
 
     state_path = work / STATE_FILE
     if state_path.exists():
-        state = torch.load(state_path, map_location=dev, weights_only=False)
+        try:
+            state = torch.load(state_path, map_location=dev, weights_only=True)
+        except (pickle.UnpicklingError, RuntimeError, EOFError) as e:
+            first = str(e).strip().splitlines()[0][:120] if str(e).strip() else type(e).__name__
+            raise ValueError(f"the resume state {state_path} holds more than tensors and plain "
+                             f"containers, or is corrupt ({first}); ncip did not load it. "
+                             f"Delete {work} to train from epoch 1") from None
         ckpt = work / checkpoint_name(state["epoch"])
         if state.get("fingerprint") == fingerprint and ckpt.exists():
             load_weights(model, ckpt)
@@ -205,11 +231,23 @@ def train_with_checkpoints(
             idx = perm[i : i + cfg.batch_size]
             xb, yb = as_model_input(x_train[idx]), y_train[idx]
             loss, out, target = _step_loss(model, xb, yb, cfg, gen)
+            if not torch.isfinite(loss):
+                raise TrainingDiverged(
+                    f"training {label} diverged at epoch {epoch}, batch {i // cfg.batch_size + 1}: "
+                    f"the loss is {float(loss.detach())} (lr {opt.param_groups[0]['lr']:g}); lower train.lr "
+                    "(or add a schedule); no checkpoint of this epoch was written"
+                )
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
             loss_sum += float(loss.detach()) * len(idx)
             correct += int((out.argmax(1) == target).sum())
+        bad = next((n for n, t in model.state_dict().items()
+                    if t.is_floating_point() and not bool(torch.isfinite(t).all())), None)
+        if bad is not None:
+            raise TrainingDiverged(f"training {label} diverged in epoch {epoch}: {bad!r} holds "
+                                   "NaN or infinite values; lower train.lr; no checkpoint of "
+                                   "this epoch was written")
         lr = opt.param_groups[0]["lr"]
         sched.step()
         row = {
@@ -225,8 +263,9 @@ def train_with_checkpoints(
             "seconds": time.perf_counter() - t0,
         }
         history.append(row)
-        save_checkpoint(work / checkpoint_name(epoch), model, {**meta_base, "epoch": epoch,
-                                                               "metrics": row})  # fmt: skip
+        timeless = {k: v for k, v in row.items() if k != "seconds"}  # same seed, same bytes
+        save_checkpoint(work / checkpoint_name(epoch), model,
+                        {**meta_base, "epoch": epoch, "metrics": timeless})
         with atomic_path(state_path) as tmp:
             torch.save(
                 {
@@ -246,9 +285,7 @@ def train_with_checkpoints(
             log.info("stopping after epoch %d as asked; the next call resumes", epoch)
             return pd.DataFrame(history)
 
-    hist = pd.DataFrame(history)
-    _finish(work, out_dir, hist, cfg.epochs)
-    return hist
+    return _finish(work, out_dir, pd.DataFrame(history), fingerprint)
 
 
 def _step_loss(model, xb, yb, cfg: TrainConfig, gen: torch.Generator):
@@ -266,15 +303,41 @@ def _step_loss(model, xb, yb, cfg: TrainConfig, gen: torch.Generator):
     return F.cross_entropy(out, yb, label_smoothing=cfg.label_smoothing), out, yb
 
 
-def _finish(work: Path, out_dir: Path, hist: pd.DataFrame, epochs: int) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
+def _is_complete(work: Path, fingerprint: str) -> bool:
+    marker = work / COMPLETE_FILE
+    if not marker.is_file():
+        return False
+    try:
+        return json.loads(marker.read_text()).get("fingerprint") == fingerprint
+    except ValueError:
+        return False
+
+
+def _write_history(work: Path, hist: pd.DataFrame) -> None:
+    # the folder's copy has no wall-clock column, so the folder's bytes depend on the seed only
+    write_csv(work / HISTORY_FILE, hist.drop(columns=["seconds"], errors="ignore"))
+
+
+def _mark_complete(work: Path, fingerprint: str, epochs: int) -> None:
+    write_json(work / COMPLETE_FILE, {"fingerprint": fingerprint, "epochs": epochs})
+
+
+def _drop_state(work: Path) -> None:
+    (work / STATE_FILE).unlink(missing_ok=True)
+
+
+def _publish(work: Path, out_dir: Path) -> None:
+    """Make ``work`` the new ``out_dir`` in one step (see :func:`ncip.io.replace_dir`)."""
+    replace_dir(work, out_dir)
+
+
+def _finish(work: Path, out_dir: Path, hist: pd.DataFrame, fingerprint: str) -> pd.DataFrame:
+    """History and marker into the work folder, resume state out, then the hand-over. Each
+    step is repeatable, so a crash anywhere in here is recovered by calling again."""
+    if not _is_complete(work, fingerprint):
+        _write_history(work, hist)
+        _mark_complete(work, fingerprint, len(hist))
+    _drop_state(work)
     if work.resolve() != out_dir.resolve():
-        for e in range(1, epochs + 1):
-            os.replace(work / checkpoint_name(e), out_dir / checkpoint_name(e))
-    with atomic_path(out_dir / HISTORY_FILE) as tmp:
-        hist.to_csv(tmp, index=False)
-    state = work / STATE_FILE
-    if state.exists():
-        state.unlink()
-    if work.resolve() != out_dir.resolve():
-        shutil.rmtree(work, ignore_errors=True)
+        _publish(work, out_dir)
+    return hist

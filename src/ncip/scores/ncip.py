@@ -37,10 +37,16 @@ def margin(probs: np.ndarray) -> np.ndarray:
 
 
 def zscore(x: np.ndarray) -> np.ndarray:
-    """Standardise with the population std; a constant vector standardises to all zeros."""
+    """Standardise with the population std; a constant vector standardises to all zeros.
+
+    Non-finite values raise ValueError: they would otherwise turn every score into NaN or 0
+    and the ranking into the tie-break's random order."""
     x = np.asarray(x, dtype=np.float64)
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"{int((~np.isfinite(x)).sum())} of {x.size} values to standardise are "
+                         "NaN or infinite: some input or checkpoint produced non-finite outputs")
     sd = x.std()
-    if not np.isfinite(sd) or sd == 0.0:
+    if sd == 0.0:
         return np.zeros_like(x)
     return (x - x.mean()) / sd
 

@@ -145,7 +145,8 @@ class ScoringContext:
         key = ("outputs", x_key)
         if key not in self._cache:
             self._cache[key] = batched_outputs(
-                self.final_model(), x, self.batch_size, features=True
+                self.final_model(), x, self.batch_size, features=True,
+                source=str(self.checkpoints()[-1].path),
             )
         return self._cache[key]
 

@@ -1,0 +1,507 @@
+"""Every bad input gets one line naming the culprit and the fix, exit code 2, no traceback, and
+leaves what was already there byte-identical.
+
+One table: each case prepares a broken input in its own folder (from a real tiny run: LeNet-5
+on scikit-learn's digits), names the command (a stage script or `ncip rank`) with its
+arguments, the outputs to protect, and what the error line must say.
+"""
+
+import gzip
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import ROOT, make_idx_dataset
+from safetensors.torch import load_file, save_file
+from typer.testing import CliRunner
+
+from ncip.cli import app as ncip_app
+
+runner = CliRunner()
+
+
+def stage_app(name):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"stage_{name}", ROOT / "stages" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.app
+
+
+@pytest.fixture(scope="module")
+def base(tiny_run, tmp_path_factory):
+    """The tiny run's data and checkpoints, a selection and predictions made from them."""
+    d = tmp_path_factory.mktemp("base")
+    src = tiny_run["dir"]
+    shutil.copytree(src / "data", d / "data")
+    shutil.copytree(src / "models", d / "models")
+    r = runner.invoke(stage_app("select_checkpoints"), ["--checkpoints", str(d / "models"), "--k",
+                      "3", "--out", str(d / "sel.json"), "--plot-out", str(d / "s.csv")])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(stage_app("predict_probabilities"), ["--checkpoints", str(d / "models"),
+                      "--selection", str(d / "sel.json"), "--data", str(d / "data"),
+                      "--out", str(d / "pred")])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    with np.load(d / "data" / "test.npz") as z:
+        np.savez(d / "test.npz", x=z["x"], y=z["y"], ids=z["ids"])
+    return d
+
+
+@dataclass
+class Case:
+    name: str
+    # (case folder, base folder) -> (command: "rank" or a stage, arguments, outputs to protect)
+    build: Callable[[Path, Path], tuple[str, list, list[Path]]]
+    match: str  # the error line must contain this
+
+
+def copy_models(t, b, name="models"):
+    shutil.copytree(b / "models", t / name)
+    return t / name
+
+
+def corrupt(path, fn):
+    sd = load_file(str(path))
+    fn(sd)
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata()
+    save_file(sd, str(path), metadata=meta)
+
+
+def nan_input(t, b):
+    with np.load(b / "test.npz") as z:
+        x = z["x"].astype(np.float32) / 255
+        x[7, 0, 2, 2] = np.nan
+        np.savez(t / "in.npz", x=x, ids=z["ids"])
+    return "rank", [b / "models", "--inputs", t / "in.npz", "--out", t / "r.csv"], [t / "r.csv"]
+
+
+def nan_final(t, b):
+    m = copy_models(t, b)
+    corrupt(m / "epoch-006.safetensors", lambda sd: sd["backbone.1.weight"].view(-1).__setitem__(0, float("nan")))
+    return "rank", [m, "--inputs", b / "test.npz", "--out", t / "r.csv"], [t / "r.csv"]
+
+
+def nan_selected(t, b):
+    m = copy_models(t, b)
+    corrupt(m / "epoch-005.safetensors", lambda sd: sd["backbone.1.weight"].view(-1).__setitem__(0, float("inf")))
+    return "rank", [m, "--inputs", b / "test.npz", "--out", t / "r.csv", "--k", 5], [t / "r.csv"]
+
+
+def nan_head_rank(t, b):
+    m = copy_models(t, b)
+    corrupt(m / "epoch-004.safetensors", lambda sd: sd["head.weight"].fill_(float("nan")))
+    return "rank", [m, "--inputs", b / "test.npz", "--out", t / "r.csv"], [t / "r.csv"]
+
+
+def nan_head_select(t, b):
+    m = copy_models(t, b)
+    corrupt(m / "epoch-004.safetensors", lambda sd: sd["head.weight"].fill_(float("nan")))
+    return "select_checkpoints", ["--checkpoints", m, "--out", t / "s.json", "--plot-out",
+                                  t / "s.csv"], [t / "s.json", t / "s.csv"]  # fmt: skip
+
+
+def stray_checkpoint(t, b):
+    from ncip.checkpoints import save_checkpoint
+    from ncip.models import create_model
+
+    m = copy_models(t, b)
+    torch.manual_seed(1)
+    save_checkpoint(m / "epoch-007.safetensors", create_model("lenet5", 10), {
+        "epoch": 7, "num_classes": 10, "subject": "fmnist-lenet5", "run": 0,
+        "input_shape": [1, 28, 28], "in_channels": 1})  # fmt: skip
+    return "rank", [m, "--inputs", b / "test.npz", "--out", t / "r.csv"], [t / "r.csv"]
+
+
+def stray_checkpoint_select(t, b):
+    cmd, args, _ = stray_checkpoint(t, b)
+    return "select_checkpoints", ["--checkpoints", t / "models", "--out", t / "s.json",
+                                  "--plot-out", t / "s.csv"], [t / "s.json"]  # fmt: skip
+
+
+def float_255(t, b):
+    with np.load(b / "test.npz") as z:
+        np.savez(t / "in.npz", x=z["x"].astype(np.float32))  # pixels as floats in [0, 255]
+    return "rank", [b / "models", "--inputs", t / "in.npz", "--out", t / "r.csv"], [t / "r.csv"]
+
+
+def wrong_size(t, b):
+    np.savez(t / "in.npz", x=np.zeros((5, 1, 28, 28), np.uint8))  # 28x28 into an 8x8 model
+    return "rank", [b / "models", "--inputs", t / "in.npz", "--out", t / "r.csv"], [t / "r.csv"]
+
+
+def three_channels(t, b):
+    np.savez(t / "in.npz", x=np.zeros((5, 8, 8, 3), np.uint8))  # HWC RGB for a 1-channel model
+    return "rank", [b / "models", "--inputs", t / "in.npz", "--out", t / "r.csv"], [t / "r.csv"]
+
+
+def long_ids(t, b):
+    with np.load(b / "test.npz") as z:
+        np.savez(t / "in.npz", x=z["x"], ids=np.arange(len(z["x"]) + 3).astype(str))
+    return "rank", [b / "models", "--inputs", t / "in.npz", "--out", t / "r.csv"], [t / "r.csv"]
+
+
+def bad_labels(t, b):
+    with np.load(b / "test.npz") as z:
+        y = z["y"].copy()
+        y[3] = 203
+        np.savez(t / "in.npz", x=z["x"], y=y)
+    return "rank", [b / "models", "--inputs", t / "in.npz", "--out", t / "r.csv"], [t / "r.csv"]
+
+
+def no_inputs(t, b):
+    np.savez(t / "in.npz", x=np.zeros((0, 1, 8, 8), np.uint8))
+    return "rank", [b / "models", "--inputs", t / "in.npz", "--out", t / "r.csv"], [t / "r.csv"]
+
+
+def truncated_safetensors(t, b):
+    m = copy_models(t, b)
+    f = m / "epoch-003.safetensors"
+    f.write_bytes(f.read_bytes()[:500])
+    return "rank", [m, "--inputs", b / "test.npz", "--out", t / "r.csv"], [t / "r.csv"]
+
+
+def truncated_safetensors_select(t, b):
+    m = copy_models(t, b)
+    f = m / "epoch-003.safetensors"
+    f.write_bytes(f.read_bytes()[:500])
+    return "select_checkpoints", ["--checkpoints", m, "--out", t / "s.json", "--plot-out",
+                                  t / "s.csv"], [t / "s.json"]  # fmt: skip
+
+
+def out_is_folder(t, b):
+    (t / "r.csv").mkdir()
+    (t / "r.csv" / "keep").write_text("keep")
+    return "rank", [b / "models", "--inputs", b / "test.npz", "--out", t / "r.csv"], [t / "r.csv"]
+
+
+def pickled_module(t, b):
+    torch.save(torch.nn.Linear(2, 2), t / "epoch_1.pt")
+    torch.save(torch.nn.Linear(2, 2).state_dict(), t / "epoch_2.pt")
+    return "rank", [t, "--model", "torchvision:resnet18", "--inputs", b / "test.npz", "--out",
+                    t / "r.csv"], [t / "r.csv"]  # fmt: skip
+
+
+def only_junk(t, b):
+    (t / "ck").mkdir()
+    (t / "ck" / "notes.txt").write_text("hi")
+    torch.save(torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), 0.1).state_dict(),
+               t / "ck" / "optimizer.pt")  # fmt: skip
+    return "rank", [t / "ck", "--model", "torchvision:resnet18", "--inputs", b / "test.npz",
+                    "--out", t / "r.csv"], [t / "r.csv"]  # fmt: skip
+
+
+def one_checkpoint(t, b):
+    (t / "m").mkdir()
+    shutil.copy(b / "models" / "epoch-006.safetensors", t / "m")
+    return "rank", [t / "m", "--inputs", b / "test.npz", "--out", t / "r.csv"], [t / "r.csv"]
+
+
+def k_one(t, b):
+    return "rank", [b / "models", "--inputs", b / "test.npz", "--out", t / "r.csv", "--k", 1], [
+        t / "r.csv"]  # fmt: skip
+
+
+def truncated_idx(t, b):
+    raw = t / "raw" / "fashion-mnist"
+    make_idx_dataset(raw)
+    f = raw / "train-images-idx3-ubyte.gz"
+    f.write_bytes(f.read_bytes()[:200])  # a broken download
+    return "prepare_data", ["--subject", "fmnist-lenet5", "--raw-root", t / "raw", "--out",
+                            t / "prep"], [t / "prep"]  # fmt: skip
+
+
+def garbage_gz(t, b):
+    raw = t / "raw" / "fashion-mnist"
+    make_idx_dataset(raw)
+    (raw / "t10k-labels-idx1-ubyte.gz").write_bytes(b"this is no gzip stream at all")
+    return "prepare_data", ["--subject", "fmnist-lenet5", "--raw-root", t / "raw", "--out",
+                            t / "prep"], [t / "prep"]  # fmt: skip
+
+
+def trailing_idx(t, b):
+    raw = t / "raw" / "fashion-mnist"
+    make_idx_dataset(raw, gz=False)
+    with open(raw / "train-labels-idx1-ubyte", "ab") as f:
+        f.write(b"\x01\x02\x03")
+    return "prepare_data", ["--subject", "fmnist-lenet5", "--raw-root", t / "raw", "--out",
+                            t / "prep"], [t / "prep"]  # fmt: skip
+
+
+def label_203(t, b):
+    from conftest import write_idx
+
+    raw = t / "raw" / "fashion-mnist"
+    make_idx_dataset(raw)
+    labels = np.arange(60) % 10
+    labels[5] = 203
+    write_idx(raw / "train-labels-idx1-ubyte", labels)
+    return "prepare_data", ["--subject", "fmnist-lenet5", "--raw-root", t / "raw", "--out",
+                            t / "prep"], [t / "prep"]  # fmt: skip
+
+
+class _Payload:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def cifar_payload(t, b):
+    from conftest import make_cifar10
+
+    make_cifar10(t / "raw")
+    with open(t / "raw" / "cifar-10-batches-py" / "data_batch_3", "wb") as f:
+        pickle.dump({b"data": _Payload(t / "pwned"), b"labels": [0]}, f)
+    return "prepare_data", ["--subject", "cifar10-resnet18", "--raw-root", t / "raw", "--out",
+                            t / "prep"], [t / "prep"]  # fmt: skip
+
+
+def diverging_training(t, b):
+    return "train_with_checkpoints", ["--subject", "digits-lenet5", "--data", b / "data", "--out",
+                                      t / "m", "--work", t / "w", "--history-out", t / "h.csv",
+                                      "--epochs", 3, "--lr", 1e5, "--optimizer", "sgd"], [
+        t / "m", t / "h.csv"]  # fmt: skip
+
+
+def resume_payload(t, b):
+    from ncip.data import load_info, load_split
+    from ncip.training import STATE_FILE, TrainConfig, train_with_checkpoints
+
+    info = load_info(b / "data")
+    splits = {n: load_split(b / "data" / f"{n}.npz") for n in ("train", "val", "test")}
+    cfg = TrainConfig(arch="lenet5", epochs=3, batch_size=128, seed=0, mixup_alpha=0.0,
+                      label_smoothing=0.0)  # fmt: skip
+    train_with_checkpoints(cfg, info, splits, t / "m", t / "w", subject="digits-lenet5",
+                           stop_after=1)  # fmt: skip
+    state = torch.load(t / "w" / STATE_FILE, weights_only=True)
+    state["payload"] = _Payload(t / "pwned")
+    torch.save(state, t / "w" / STATE_FILE)
+    return "train_with_checkpoints", ["--subject", "digits-lenet5", "--data", b / "data", "--out",
+                                      t / "m", "--work", t / "w", "--history-out", t / "h.csv",
+                                      "--epochs", 3, "--batch-size", 128], [t / "h.csv"]  # fmt: skip
+
+
+def float_255_adversarial(t, b):
+    (t / "adv").mkdir()
+    with np.load(b / "test.npz") as z:  # an adversarial set scaled to [0, 255] by mistake
+        np.savez(t / "adv" / "adv.npz", x=z["x"].astype(np.float32), y=z["y"],
+                 ids=np.char.add(z["ids"].astype(str), "@pgd"))  # fmt: skip
+    return "predict_probabilities", ["--checkpoints", b / "models", "--selection", b / "sel.json",
+                                     "--data", b / "data", "--adversarial", t / "adv", "--out",
+                                     t / "pred"], [t / "pred"]  # fmt: skip
+
+
+def data_of_other_shape(t, b):
+    from ncip.data import load_info
+
+    shutil.copytree(b / "data", t / "data")
+    info = json.loads((t / "data" / "info.json").read_text())
+    info["input_shape"] = [1, 28, 28]
+    (t / "data" / "info.json").write_text(json.dumps(info))
+    np.savez(t / "data" / "test.npz", x=np.zeros((4, 1, 28, 28), np.uint8), y=np.arange(4),
+             ids=np.arange(4).astype(str))  # fmt: skip
+    load_info(t / "data")
+    return "predict_probabilities", ["--checkpoints", b / "models", "--selection", b / "sel.json",
+                                     "--data", t / "data", "--out", t / "pred"], [t / "pred"]
+
+
+def empty_test_split(t, b):
+    shutil.copytree(b / "data", t / "data")
+    np.savez(t / "data" / "test.npz", x=np.zeros((0, 1, 8, 8), np.uint8),
+             y=np.zeros(0, np.int64), ids=np.zeros(0, str))  # fmt: skip
+    return "predict_probabilities", ["--checkpoints", b / "models", "--selection", b / "sel.json",
+                                     "--data", t / "data", "--out", t / "pred"], [t / "pred"]
+
+
+def corrupt_selection(t, b):
+    (t / "sel.json").write_text('{"selected_epochs": [4, 5,')
+    return "predict_probabilities", ["--checkpoints", b / "models", "--selection", t / "sel.json",
+                                     "--data", b / "data", "--out", t / "pred"], [t / "pred"]
+
+
+def missing_timing(t, b):
+    shutil.copytree(b / "pred", t / "pred")
+    (t / "pred" / "timing.json").unlink()
+    return "score_ncip", ["--predictions", t / "pred", "--selection", b / "sel.json", "--out",
+                          t / "ncip.parquet", "--cost-out", t / "cost.json"], [
+        t / "ncip.parquet", t / "cost.json"]  # fmt: skip
+
+
+def cost_out_is_folder(t, b):
+    (t / "cost.json").mkdir()
+    return "score_ncip", ["--predictions", b / "pred", "--selection", b / "sel.json", "--out",
+                          t / "ncip.parquet", "--cost-out", t / "cost.json"], [
+        t / "ncip.parquet", t / "cost.json"]  # fmt: skip
+
+
+def no_attacks(t, b):
+    return "generate_adversarial", ["--checkpoints", b / "models", "--data", b / "data", "--out",
+                                    t / "adv", "--metrics-out", t / "a.json", "--attacks", ""], [
+        t / "adv", t / "a.json"]  # fmt: skip
+
+
+def subjects_not_a_list(t, b):
+    (t / "params.yaml").write_text("subjects: digits-lenet5\nruns: [0]\n")
+    return "check-params", [t / "params.yaml"], []
+
+
+def subjects_null(t, b):
+    (t / "params.yaml").write_text("subjects:\nruns: [0]\n")
+    return "evaluate_rauc", ["--params", t / "params.yaml", "--scores", t, "--metrics-dir",
+                             t / "metrics", "--plots-dir", t / "plots"], [t / "metrics"]  # fmt: skip
+
+
+def attacks_empty_in_params(t, b):
+    text = (ROOT / "params.yaml").read_text().replace("attacks: fgsm,pgd,bim,cw", "attacks: ''")
+    (t / "params.yaml").write_text(text)
+    return "check-params", [t / "params.yaml"], []
+
+
+def bad_k(t, b):
+    return "select_checkpoints", ["--checkpoints", b / "models", "--k", 0, "--out", t / "s.json",
+                                  "--plot-out", t / "s.csv"], [t / "s.json", t / "s.csv"]  # fmt: skip
+
+
+def unknown_method(t, b):
+    return "score_baselines", ["--subject", "digits-lenet5", "--data", b / "data", "--checkpoints",
+                               b / "models", "--methods", "deepgini,magic", "--out", t / "b.parquet",
+                               "--cost-out", t / "c.json"], [t / "b.parquet"]  # fmt: skip
+
+
+def unknown_subject(t, b):
+    return "prepare_data", ["--subject", "digits-lenet9", "--out", t / "prep"], [t / "prep"]
+
+
+CASES = [
+    Case("NaN in the inputs", nan_input, "input 'digits:row:"),
+    Case("NaN weight in the final checkpoint", nan_final, "epoch-006.safetensors holds NaN"),
+    Case("inf weight in a selected checkpoint", nan_selected, "epoch-005.safetensors holds NaN"),
+    Case("NaN head (rank)", nan_head_rank, "epoch-004.safetensors holds NaN or infinite values in its head"),
+    Case("NaN head (select-checkpoints)", nan_head_select, "epoch-004.safetensors: the head holds NaN"),
+    Case("a checkpoint of another subject in the folder", stray_checkpoint, "epoch-007.safetensors records"),
+    Case("a checkpoint of another subject (select)", stray_checkpoint_select, "epoch-007.safetensors records"),
+    Case("float pixels in [0, 255]", float_255, "takes images in [0, 1]"),
+    Case("28x28 inputs for an 8x8 model", wrong_size, "trained on [1, 8, 8]"),
+    Case("3-channel HWC inputs for a 1-channel model", three_channels, "trained on [1, 8, 8]"),
+    Case("more ids than inputs", long_ids, "ids for 500 inputs"),
+    Case("a label outside the classes", bad_labels, "label 203"),
+    Case("zero inputs", no_inputs, "holds no inputs"),
+    Case("truncated safetensors (rank)", truncated_safetensors, "epoch-003.safetensors is not a readable safetensors"),
+    Case("truncated safetensors (select)", truncated_safetensors_select, "epoch-003.safetensors is not a readable safetensors"),
+    Case("--out is a folder", out_is_folder, "r.csv is a folder"),
+    Case("a pickled module, not a state dict", pickled_module, "epoch_1.pt needs arbitrary unpickling"),
+    Case("a folder of no checkpoints", only_junk, "holds no model checkpoints"),
+    Case("a single checkpoint", one_checkpoint, "NCIP needs at least 2"),
+    Case("k = 1", k_one, "k must be an integer of at least 2"),
+    Case("truncated .gz IDX file", truncated_idx, "train-images-idx3-ubyte.gz cannot be read"),
+    Case("garbage .gz IDX file", garbage_gz, "t10k-labels-idx1-ubyte.gz cannot be read"),
+    Case("IDX file with trailing bytes", trailing_idx, "train-labels-idx1-ubyte has 3 bytes after"),
+    Case("label 203 of 10 classes", label_203, "train label 203"),
+    Case("a code-running object in a CIFAR batch", cifar_payload, "data_batch_3 is not a CIFAR python batch"),
+    Case("diverging training (lr 1e5)", diverging_training, "diverged"),
+    Case("a code-running object in the resume state", resume_payload, "train-state.pt holds more than tensors"),
+    Case("adversarial floats in [0, 255]", float_255_adversarial, "adv.npz: float images must lie in [0, 1]"),
+    Case("data of another shape than the checkpoints", data_of_other_shape, "trained on [1, 8, 8]"),
+    Case("an empty test split", empty_test_split, "test.npz holds no samples"),
+    Case("a corrupt selection record", corrupt_selection, "sel.json is not valid JSON"),
+    Case("a missing timing.json", missing_timing, "timing.json does not exist; run predict-probabilities"),
+    Case("--cost-out is a folder", cost_out_is_folder, "cost.json is a folder"),
+    Case("--attacks ''", no_attacks, "no attacks given"),
+    Case("subjects: a string", subjects_not_a_list, "subjects in"),
+    Case("subjects: null", subjects_null, "lists no subjects"),
+    Case("attacks: '' in params.yaml", attacks_empty_in_params, "attack.attacks: no attacks given"),
+    Case("k = 0", bad_k, "k must be a positive"),
+    Case("an unknown baseline", unknown_method, "unknown method 'magic'"),
+    Case("an unknown model in a subject", unknown_subject, "unknown model 'lenet9'"),
+]  # fmt: skip
+
+
+def snapshot(paths):
+    out = {}
+    for p in paths:
+        if p.is_dir():
+            out[p] = {f: f.read_bytes() for f in sorted(p.rglob("*")) if f.is_file()}
+        elif p.exists():
+            out[p] = p.read_bytes()
+    return out
+
+
+def plant(paths):
+    """Give every output something earlier runs wrote, unless the case made it already."""
+    for p in paths:
+        if p.exists():
+            continue
+        if p.suffix:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(b"earlier output\n")
+        else:
+            p.mkdir(parents=True)
+            (p / "earlier.txt").write_text("earlier output\n")
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_bad_input_gets_one_line_exit_2_and_outputs_untouched(case, base, tmp_path):
+    cmd, args, protect = case.build(tmp_path, base)
+    plant(protect)
+    before = snapshot(protect)
+    args = [str(a) for a in args]
+    if cmd in ("rank", "check-params"):
+        r = runner.invoke(ncip_app, [cmd, *args, *(["--quiet"] if cmd == "rank" else [])])
+    else:
+        r = runner.invoke(stage_app(cmd), args)
+    errors = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
+    assert r.exit_code == 2, r.output
+    assert len(errors) == 1 and case.match in errors[0], r.output
+    assert isinstance(r.exception, SystemExit)  # handled, not a crash
+    assert "Traceback" not in r.output
+    assert snapshot(protect) == before
+    assert not (tmp_path / "pwned").exists()  # no payload ran
+
+
+def test_skip_bad_drops_a_bad_checkpoint_with_a_warning(base, tmp_path):
+    cmd, args, _ = nan_selected(tmp_path, base)
+    r = runner.invoke(ncip_app, [cmd, *map(str, args), "--skip-bad", "--quiet"])
+    assert r.exit_code == 0, r.output
+    assert "WARNING ncip: dropped epoch-005.safetensors" in r.output
+    sel = json.loads((tmp_path / "r.selection.json").read_text())
+    assert sel["dropped"] == ["epoch-005.safetensors"] and len(sel["used"]) == 4
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.name in (
+    "truncated .gz IDX file", "NaN in the inputs", "a code-running object in the resume state")],
+    ids=lambda c: c.name)  # fmt: skip
+def test_real_processes_print_one_line_and_no_traceback(case, base, tmp_path):
+    cmd, args, protect = case.build(tmp_path, base)
+    plant(protect)
+    before = snapshot(protect)
+    args = [str(a) for a in args]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    argv = ([sys.executable, "-m", "ncip", cmd, *args, "--quiet"] if cmd == "rank"
+            else [sys.executable, str(ROOT / "stages" / f"{cmd}.py"), *args])  # fmt: skip
+    r = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+    assert r.returncode == 2
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and case.match in errors[0] and "Traceback" not in r.stderr
+    assert snapshot(protect) == before
+
+
+def test_the_gz_used_above_is_really_broken(tmp_path):
+    make_idx_dataset(tmp_path)
+    f = tmp_path / "train-images-idx3-ubyte.gz"
+    f.write_bytes(f.read_bytes()[:200])
+    with pytest.raises(EOFError), gzip.open(f) as g:
+        g.read()
