@@ -5,10 +5,11 @@ from pathlib import Path
 import typer
 
 from ncip.data import prepare_dataset, save_prepared
-from ncip.io import atomic_dir
+from ncip.external import MANIFEST, prepare_external
+from ncip.io import atomic_dir, write_json
 from ncip.logs import log
 from ncip.stage import check_outputs, stage_main
-from ncip.subjects import parse_subject
+from ncip.subjects import external_specs, parse_subject
 
 app = typer.Typer(add_completion=False)
 
@@ -21,13 +22,20 @@ def main(
     raw_root: Path = typer.Option(Path("data/raw"), help="where raw dataset files are looked for"),
     val_fraction: float = typer.Option(0.1, help="stratified share of training data held out"),
     split_seed: int = typer.Option(0, help="seed of the validation split"),
+    params: Path = typer.Option(Path("params.yaml"), help="read for `external` subjects"),
 ) -> None:
-    ds = parse_subject(subject).dataset
+    external = external_specs(params)
+    s = parse_subject(subject, external)
     check_outputs(dirs=[out])
-    info, splits = prepare_dataset(ds, raw_root, val_fraction, split_seed)
+    if s.external:  # trained elsewhere: its own splits, and a manifest of its checkpoints
+        info, splits, manifest = prepare_external(external[subject])
+    else:
+        info, splits = prepare_dataset(s.dataset, raw_root, val_fraction, split_seed)
     with atomic_dir(out) as tmp:
         save_prepared(tmp, info, splits)
-    log.info("prepared %s: %s", ds, ", ".join(f"{k} {v}" for k, v in info.sizes.items()))
+        if s.external:
+            write_json(tmp / MANIFEST, manifest)
+    log.info("prepared %s: %s", info.name, ", ".join(f"{k} {v}" for k, v in info.sizes.items()))
 
 
 if __name__ == "__main__":

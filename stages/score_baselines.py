@@ -74,15 +74,30 @@ def main(
     preds = {name: ctx.final_logits(name).argmax(axis=1) for name in sets}
     cost = {"final_model_inference": {"seconds": time.perf_counter() - t0}}
     parts = []
+    # On a model trained elsewhere a baseline may not apply (e.g. EffiMAP without channels to
+    # mutate): it is skipped with its reason, which the report lists. On the study's own
+    # models every failure is a bug and stops the stage.
+    external = final.meta.get("arch") == "external"
     for m in chosen:
         t0 = time.perf_counter()
-        m.prepare(ctx)
-        cost[m.name] = {"prepare": time.perf_counter() - t0, "score": {}}
-        for name, split in sets.items():
-            t0 = time.perf_counter()
-            s = m.score(ctx, name)
-            cost[m.name]["score"][name] = time.perf_counter() - t0
-            parts.append(score_rows(subject, run, name, split.ids, split.y, preds[name], m.name, s))
+        try:
+            m.prepare(ctx)
+            cost[m.name] = {"prepare": time.perf_counter() - t0, "score": {}}
+            rows = []
+            for name, split in sets.items():
+                t0 = time.perf_counter()
+                s = m.score(ctx, name)
+                cost[m.name]["score"][name] = time.perf_counter() - t0
+                rows.append(score_rows(subject, run, name, split.ids, split.y, preds[name],
+                                       m.name, s))  # fmt: skip
+        except Exception as e:  # noqa: BLE001  (recorded, for external models only)
+            if not external:
+                raise
+            reason = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}"
+            log.warning("%s cannot run on %s: %s", m.name, subject, reason)
+            cost[m.name] = {"skipped": reason}
+            continue
+        parts += rows
         # Methods that train per distribution (TDPR, EffiMAP) time that part themselves as
         # "prepare[<split>]": it is preparation, so it leaves the scoring time.
         for label, seconds in ctx.costs.get(m.name, {}).items():

@@ -5,9 +5,10 @@ from pathlib import Path
 import typer
 
 from ncip.data import load_info, load_split
+from ncip.external import import_external
 from ncip.io import write_csv
 from ncip.stage import StageError, check_outputs, stage_main
-from ncip.subjects import parse_subject
+from ncip.subjects import external_specs, parse_subject
 from ncip.training import TrainConfig, train_with_checkpoints
 
 app = typer.Typer(add_completion=False)
@@ -33,8 +34,17 @@ def main(
     seed: int = typer.Option(0),
     run: int = typer.Option(0, min=0, help="repetition; trains with seed*1000 + run"),
     device: str = typer.Option("auto", help="auto, cpu or cuda[:N]"),
+    params: Path = typer.Option(Path("params.yaml"), help="read for `external` subjects"),
 ) -> None:
-    s = parse_subject(subject)
+    external = external_specs(params)
+    s = parse_subject(subject, external)
+    if s.external:  # trained elsewhere: import its checkpoints instead of training
+        check_outputs(history_out, dirs=[out])
+        info = load_info(data)
+        splits = {n: load_split(data / f"{n}.npz", info) for n in ("train", "val", "test")}
+        hist = import_external(external[subject], info, splits, out, subject, run, device)
+        write_csv(history_out, hist)
+        return
     cfg = TrainConfig(
         arch=s.model, epochs=epochs, batch_size=batch_size, optimizer=optimizer, lr=lr,
         momentum=momentum, weight_decay=weight_decay, schedule=schedule,

@@ -28,6 +28,8 @@ def repo(tmp_path_factory):
     for folder in ("stages", "scripts"):
         shutil.copytree(ROOT / folder, d / folder, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "src", d / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    (d / "data" / "external").mkdir(parents=True)  # as a clone has it (its README is in git)
+    shutil.copy(ROOT / "data" / "external" / "README.md", d / "data" / "external")
     params = yaml.safe_load((d / "params.yaml").read_text())
     params.update(k=3, subjects=["digits-lenet5"], runs=[0])
     params["train"]["epochs"] = 6

@@ -10,11 +10,15 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str):
-    # `ncip.rank` and `ncip.rank_probs` load their modules (and torch) on first use.
+    # `ncip.rank`, `ncip.rank_probs` and `ncip.CheckpointWriter` load their modules on first use.
     if name == "rank":
         from ncip.ranker import rank
 
         return rank
+    if name == "CheckpointWriter":
+        from ncip.writer import CheckpointWriter
+
+        return CheckpointWriter
     if name in ("rank_probs", "Ranking"):
         from ncip import ranking
 

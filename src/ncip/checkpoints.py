@@ -36,12 +36,18 @@ def checkpoint_name(epoch: int) -> str:
     return f"epoch-{epoch:03d}.safetensors"
 
 
+def save_state(path: Path | str, state: dict[str, torch.Tensor], meta: dict[str, Any]) -> None:
+    """Write a state dict and ``meta`` (JSON-able, under the header key ``ncip``) atomically.
+
+    Tensors are copied, so tensors that share memory (tied weights) can be written."""
+    tensors = {k: v.detach().cpu().clone().contiguous() for k, v in state.items()}
+    with atomic_path(path) as tmp:
+        save_file(tensors, str(tmp), metadata={"ncip": json.dumps(meta)})
+
+
 def save_checkpoint(path: Path | str, model: Classifier, meta: dict[str, Any]) -> None:
     """Write the model's weights and ``meta`` (JSON-able) atomically."""
-    state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-    header = {"ncip": json.dumps({"head_key": HEAD_KEY, "arch": model.arch, **meta})}
-    with atomic_path(path) as tmp:
-        save_file(state, str(tmp), metadata=header)
+    save_state(path, model.state_dict(), {"head_key": HEAD_KEY, "arch": model.arch, **meta})
 
 
 def read_meta(path: Path | str) -> dict[str, Any]:
@@ -69,6 +75,10 @@ def read_head(path: Path | str) -> np.ndarray:
 
 def build_model(meta: dict[str, Any]) -> Classifier:
     """An untrained model of the architecture a checkpoint's metadata describes."""
+    if meta.get("arch") == "external":  # a model trained elsewhere, imported into the study
+        from ncip.modelsource import build_external
+
+        return build_external(meta)
     return create_model(
         meta["arch"],
         meta["num_classes"],

@@ -140,5 +140,34 @@ def rank(
     typer.echo(f"{result.notes[-1]} -> {', '.join(str(p) for p in written)}")
 
 
+@app.command(epilog="Example: ncip prune ckpt/ --model mynet:Net --k 30   (a dry run; add --yes)")
+@stage_main
+def prune(
+    folder: Path = typer.Argument(..., help="a folder of one run's checkpoints (any format)"),
+    model: str | None = typer.Option(None, help="as for `ncip rank`; not needed for ncip or "
+                                     "Hugging Face checkpoints"),
+    k: int = typer.Option(30, help="checkpoints NCIP selects (rank with the same k)"),
+    alpha: float = typer.Option(0.9, help="candidate pool: the last round(alpha*m) checkpoints"),
+    head: str | None = typer.Option(None, help="the classifier layer (default: found)"),
+    num_classes: int | None = typer.Option(None, min=2),
+    prefix: str | None = typer.Option(None),
+    ema: bool = typer.Option(False, "--ema"),
+    yes: bool = typer.Option(False, "--yes", help="delete; without it, only list what would go"),
+) -> None:
+    """Delete every checkpoint NCIP would not select; `ncip rank` then ranks as before."""
+    from ncip.prune import apply_prune, plan_prune
+
+    p = plan_prune(folder, model, k=k, alpha=alpha, head=head, num_classes=num_classes,
+                   prefix=prefix, ema=ema)
+    typer.echo(p.describe())
+    if not p.delete:
+        typer.echo("nothing to delete: NCIP uses every checkpoint here")
+    elif yes:
+        apply_prune(p)
+        typer.echo(f"deleted {len(p.delete)} checkpoints; the selection is in {folder}/ncip-prune.json")
+    else:
+        typer.echo("dry run: nothing was deleted; add --yes to delete")
+
+
 if __name__ == "__main__":
     app()

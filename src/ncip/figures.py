@@ -140,3 +140,16 @@ def preview_grid(table: pd.DataFrame, images, path: Path, class_names=None, n: i
     fig.tight_layout()
     fig.savefig(path, format="png", dpi=120, bbox_inches="tight")
     plt.close(fig)
+
+
+def sigma_figure(hist: pd.DataFrame, x: str, path: Path) -> None:
+    """σ_cos of the head per checkpoint: falling = class vectors becoming equiangular (NC)."""
+    sns.set_theme(style="whitegrid")
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    ax.plot(hist[x], hist["sigma_cos"], marker="o" if len(hist) <= 60 else None, markersize=3,
+            color="black")
+    ax.set_xlabel(x)
+    ax.set_ylabel("sigma_cos of the head")
+    ax.set_title("Head equiangularity per checkpoint (NCIP Eq. 5; lower = closer to collapse)",
+                 fontsize=9)
+    _save(fig, path)

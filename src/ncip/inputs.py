@@ -23,6 +23,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from ncip.models import logits_of
+
 IMAGE_EXTS = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
 
 
@@ -368,23 +370,6 @@ def plan_preprocess(
     return pre
 
 
-def logits_of(out: Any) -> torch.Tensor:
-    """The logits in a model's output: a tensor, ``.logits`` (Hugging Face), a dict with
-    ``logits``, or the first element of a tuple."""
-    if isinstance(out, torch.Tensor):
-        return out
-    if hasattr(out, "logits") and isinstance(out.logits, torch.Tensor):
-        return out.logits
-    if isinstance(out, dict) and isinstance(out.get("logits"), torch.Tensor):
-        return out["logits"]
-    if isinstance(out, tuple | list) and out and isinstance(out[0], torch.Tensor):
-        return out[0]
-    raise InputError(
-        f"the model returned a {type(out).__name__}; ncip reads logits from a "
-        "tensor, .logits, a dict with 'logits', or a tuple with the logits first"
-    )
-
-
 def probe(model: nn.Module, pre: Preprocess, inp: Inputs, device, meta: dict | None = None) -> int:
     """Run one input through the model; return the number of classes it outputs."""
     from ncip.modelsource import expected_input
@@ -398,15 +383,17 @@ def probe(model: nn.Module, pre: Preprocess, inp: Inputs, device, meta: dict | N
         )
     try:
         with torch.inference_mode():
-            z = logits_of(model(xb.to(device)))
-    except InputError:
-        raise
+            out = model(xb.to(device))
     except Exception as e:  # noqa: BLE001  (any shape error inside the user's model)
         first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
         raise InputError(
             f"the model cannot take inputs of shape {list(xb.shape[1:])} ({pre.describe()}): "
             f"{first}; it expects {expected_input(model, meta)}"
         ) from None
+    try:
+        z = logits_of(out)
+    except ValueError as e:
+        raise InputError(str(e)) from None
     if z.ndim != 2 or z.shape[0] != 1 or z.shape[1] < 2:
         raise InputError(
             f"the model's output for one input has shape {list(z.shape)}; ncip "

@@ -10,6 +10,7 @@ std is the model's first layer, so adversarial attacks work on raw pixels.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -107,6 +108,61 @@ class Classifier(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(x))
+
+
+def logits_of(out: Any) -> torch.Tensor:
+    """The logits in a model's output: a tensor, ``.logits`` (Hugging Face), a dict with
+    ``logits``, or the first element of a tuple."""
+    if isinstance(out, torch.Tensor):
+        return out
+    if hasattr(out, "logits") and isinstance(out.logits, torch.Tensor):
+        return out.logits
+    if isinstance(out, dict) and isinstance(out.get("logits"), torch.Tensor):
+        return out["logits"]
+    if isinstance(out, tuple | list) and out and isinstance(out[0], torch.Tensor):
+        return out[0]
+    raise ValueError(
+        f"the model returned a {type(out).__name__}; ncip reads logits from a "
+        "tensor, .logits, a dict with 'logits', or a tuple with the logits first"
+    )
+
+
+class ForeignClassifier(nn.Module):
+    """A model ncip did not build, seen as a :class:`Classifier`: ``head`` is its classifier
+    layer (by name), ``features(x)`` what enters that layer (caught with a forward pre-hook),
+    and inputs in [0, 1] are normalised with ``mean``/``std`` first when the model expects it.
+    So every baseline (LSA, DSA, MC-Dropout on features, ...) runs on it unchanged."""
+
+    arch = "external"
+
+    def __init__(self, net: nn.Module, head: str, mean: Sequence[float] | None = None,
+                 std: Sequence[float] | None = None):  # fmt: skip
+        super().__init__()
+        self.net = net
+        self.head_name = head
+        self.net.get_submodule(head)  # fails early for a wrong name
+        if mean is not None:
+            self.normalize = Normalize(len(mean))
+            self.normalize.mean.copy_(torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1))
+            self.normalize.std.copy_(torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1))
+        else:
+            self.normalize = nn.Identity()
+
+    @property
+    def head(self) -> nn.Module:
+        return self.net.get_submodule(self.head_name)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return logits_of(self.net(self.normalize(x)))
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        caught: list[torch.Tensor] = []
+        hook = self.head.register_forward_pre_hook(lambda _m, args: caught.append(args[0]))
+        try:
+            self.net(self.normalize(x))
+        finally:
+            hook.remove()
+        return caught[-1]
 
 
 class _Resize(nn.Module):

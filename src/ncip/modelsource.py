@@ -177,8 +177,17 @@ def resolve_factory(spec: str | Callable | None, cs: CheckpointSet) -> Factory:
         return _callable_factory(spec, getattr(spec, "__qualname__", repr(spec)))
     final = cs.final
     if spec is None:
-        if final.fmt == "ncip" and final.meta.get("arch") in list_models():
-            return _ncip_factory(final.meta)
+        meta = final.meta if final.fmt == "ncip" else {}
+        if meta.get("arch") in list_models():
+            return _ncip_factory(meta)
+        if meta.get("arch") == "external":
+            return Factory(lambda _c: build_external(meta), False,
+                           f"{meta.get('factory')} (imported into the study)")
+        if meta.get("factory"):
+            return _callable_factory(_module_from(meta["factory"]),
+                                     f"{meta['factory']} (recorded in the checkpoints)")
+        if meta.get("hf_architecture"):
+            return _hf_meta_factory(meta)
         if final.fmt == "hf" and (final.path / "config.json").is_file():
             return _hf_factory(final.path / "config.json")
         raise ModelSourceError(
@@ -254,6 +263,34 @@ def _hf_factory(config_path: Path) -> Factory:
     config = transformers.AutoConfig.from_pretrained(str(config_path.parent))
     cls = getattr(transformers, arch)
     return Factory(lambda _c: cls(config), False, f"transformers {arch} from config.json")
+
+
+def _hf_meta_factory(meta: dict) -> Factory:
+    """A transformers model from the architecture and config the HF callback recorded."""
+    import transformers
+
+    arch = meta["hf_architecture"]
+    if not hasattr(transformers, arch):
+        raise ModelSourceError(f"transformers has no architecture {arch!r} (recorded in the "
+                               "checkpoints); upgrade transformers or pass --model")
+    cls = getattr(transformers, arch)
+    config = cls.config_class.from_dict(meta["hf_config"])
+    return Factory(lambda _c: cls(config), False, f"transformers {arch} (config recorded)")
+
+
+def build_external(meta: dict) -> nn.Module:
+    """The :class:`ncip.models.ForeignClassifier` a study's imported checkpoint describes."""
+    from ncip.models import ForeignClassifier
+
+    spec = meta.get("factory")
+    if meta.get("hf_architecture"):
+        factory = _hf_meta_factory(meta)
+    elif spec:
+        factory = _callable_factory(_module_from(spec), spec)
+    else:
+        raise ModelSourceError("an imported checkpoint records no model factory")
+    net = factory.build(int(meta["num_classes"]) if factory.takes_num_classes else None)
+    return ForeignClassifier(net, meta["head"], meta.get("mean"), meta.get("std"))
 
 
 def first_layer(model: nn.Module) -> nn.Module | None:

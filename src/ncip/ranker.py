@@ -25,11 +25,11 @@ from ncip.inputs import (
     Inputs,
     check_inputs,
     load_inputs,
-    logits_of,
     plan_preprocess,
     probe,
 )
 from ncip.logs import log, progress_bar
+from ncip.models import logits_of
 from ncip.modelsource import LoadedModel, ModelSourceError, find_head, load_model
 from ncip.predict import resolve_device, softmax64
 from ncip.ranking import Ranking, TVDAccumulator, compare_orders, ncip_table, plan, selection_record
@@ -57,7 +57,27 @@ def _nonfinite_weight(model: torch.nn.Module) -> str | None:
     return None
 
 
-def _head_sigma(lm: LoadedModel, cs, skip_bad: bool) -> tuple[list[int], list[float], list[str]]:
+def _pruned_selection(source, cs) -> dict | None:
+    """The record of ``ncip prune`` in a checkpoint folder, restricting ``cs`` to what it kept."""
+    from ncip.prune import RECORD, read_record
+
+    if not isinstance(source, str | Path) or not Path(source).is_dir():
+        return None
+    record = read_record(Path(source))
+    if record is None:
+        return None
+    kept = record["kept"]
+    names = {c.name for c in cs}
+    missing = [n for n in kept if n not in names]
+    if missing:
+        raise CheckpointError(f"{source} was pruned to {len(kept)} checkpoints ({RECORD}) but "
+                              f"{missing[0]} is gone; the selection cannot be rebuilt")
+    cs.skipped += [(c.name, f"left over, not in {RECORD}") for c in cs if c.name not in kept]
+    cs.checkpoints = [c for c in cs if c.name in kept]
+    return record
+
+
+def head_sigma(lm: LoadedModel, cs, skip_bad: bool) -> tuple[list[int], list[float], list[str]]:
     """(usable checkpoint indices, their σ_cos, the names dropped) from head tensors alone."""
     from ncip.collapse import sigma_cos
 
@@ -171,6 +191,7 @@ def rank(
         raise ValueError(f"batch_size must be positive, got {batch_size}")
     cs = discover(checkpoints, ema)
     check_consistent(cs)
+    pruned = _pruned_selection(checkpoints, cs)
     note(
         f"{len(cs)} checkpoints ({', '.join(sorted({c.fmt for c in cs}))}), ordered by "
         f"{cs.order}: {cs[0].name} ... {cs.final.name}"
@@ -200,13 +221,21 @@ def rank(
         lm.set_head(find_head(lm.model, classes), cs.final)
     check_inputs(inp, classes)
 
-    usable, sigma, dropped = _head_sigma(lm, cs, skip_bad)
+    usable, sigma, dropped = head_sigma(lm, cs, skip_bad)
     if len(usable) < 2:
         raise CheckpointError(
             f"only {len(usable)} usable checkpoint(s): NCIP needs at least 2 "
             "(with one it reduces to the final model's margin)"
         )
-    pool, chosen, whole = plan(sigma, int(k), alpha)
+    if pruned:  # the folder holds NCIP's selection already: use it as it is
+        pool = chosen = np.arange(len(usable))
+        whole = None
+        note(f"this folder was pruned to NCIP's selection (k = {pruned['k']}, alpha = "
+             f"{pruned['alpha']:g}; {pruned['ordered_by']}): its {len(usable)} checkpoints are "
+             "used as selected")
+        k, alpha = pruned["k"], pruned["alpha"]
+    else:
+        pool, chosen, whole = plan(sigma, int(k), alpha)
     if whole:
         note(whole)
     selected = [cs[usable[i]] for i in chosen]

@@ -19,11 +19,33 @@ def _fmt(v, digits=3) -> str:
     return f"{v:.{digits}f}" if digits else f"{v:.0f}"
 
 
+_ALIASES: dict[str, str] = {}
+
+
+def alias_subjects(aliases: dict[str, str | None]) -> None:
+    """Subjects trained elsewhere that stand for one of the paper's (their ``paper`` key)."""
+    _ALIASES.clear()
+    _ALIASES.update({k: v for k, v in aliases.items() if v})
+
+
 def column_of(subject: str):
-    s = parse_subject(subject)
+    """The paper's column for a subject (a dataset and model the paper has), else None."""
+    try:
+        s = parse_subject(_ALIASES.get(subject, subject))
+    except ValueError:  # a model trained elsewhere, standing for nothing of the paper's
+        return None
     if s.variant:
         return None
     return paper.paper_column(s.dataset, s.model)
+
+
+def not_run_markdown(costs: dict[str, dict]) -> str:
+    """The baselines that could not run on a (subject, run), with the reason."""
+    rows = [f"| {key} | {m} | {v['skipped']} |" for key, c in sorted(costs.items())
+            for m, v in c.get("baselines", {}).items() if isinstance(v, dict) and "skipped" in v]  # fmt: skip
+    if not rows:
+        return ""
+    return "\n".join(["| subject/run | method | why it could not run |", "|---|---|---|", *rows])
 
 
 def side_by_side(mean: pd.DataFrame, split: str, metric: str, ref: dict, methods: list[str],
@@ -82,11 +104,14 @@ def cost_table(costs: dict[str, dict]) -> str:
     """Table 9: seconds per method group, from the stages' own measurements."""
     cols = paper.COST_COLUMNS
     lines = ["| Subject | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
+    def ran(b: dict, m: str) -> bool:
+        return m in b and "skipped" not in b[m]
+
     def score(b: dict, m: str) -> float:
-        return sum(b[m].get("score", {}).values()) if m in b else np.nan
+        return sum(b[m].get("score", {}).values()) if ran(b, m) else np.nan
 
     def prep(b: dict, m: str) -> float:
-        return sum(v for k, v in b[m].items() if k.startswith("prepare")) if m in b else np.nan
+        return sum(v for k, v in b[m].items() if k.startswith("prepare")) if ran(b, m) else np.nan
 
     for subject, c in sorted(costs.items()):
         b, n = c.get("baselines", {}), c.get("ncip", {})

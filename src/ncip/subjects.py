@@ -1,7 +1,8 @@
 """Subjects: dataset-model pairs named ``<dataset>-<model>[-<variant>]``, e.g. ``fmnist-lenet5``.
 
 The optional variant selects a calibrated training recipe (paper Fig. 4a): ``mixup`` or ``ls``
-(label smoothing).
+(label smoothing). A subject listed under ``external`` in params.yaml is a model trained
+elsewhere (:mod:`ncip.external`); its name is free.
 """
 
 from __future__ import annotations
@@ -21,10 +22,14 @@ class Subject:
     dataset: str
     model: str
     variant: str | None = None
+    external: bool = False
 
 
-def parse_subject(name: str) -> Subject:
-    """Split and validate a subject name; the error lists what is valid."""
+def parse_subject(name: str, external: dict | None = None) -> Subject:
+    """Split and validate a subject name; the error lists what is valid. Names in
+    ``external`` (params.yaml's group) are models trained elsewhere."""
+    if external and name in external:
+        return Subject(name, name, "external", None, True)
     parts = name.split("-")
     if len(parts) not in (2, 3) or not all(parts):
         raise ValueError(
@@ -56,6 +61,24 @@ def parse_subject(name: str) -> Subject:
     return Subject(name, dataset, model, variant)
 
 
+def external_specs(params_path) -> dict:
+    """The external subjects described in a params.yaml (empty if it has none or is absent)."""
+    from pathlib import Path
+
+    import yaml
+
+    from ncip.external import parse_external
+
+    path = Path(params_path)
+    if not path.is_file():
+        return {}
+    try:
+        cfg = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ValueError(f"{path} is not valid YAML: {str(e).splitlines()[0]}") from None
+    return parse_external(cfg.get("external"), str(path))
+
+
 def load_study(params_path) -> tuple[dict, list[str], list[int]]:
     """(the parameters, the validated subject names, the run indices) of a params.yaml."""
     from pathlib import Path
@@ -78,7 +101,10 @@ def load_study(params_path) -> tuple[dict, list[str], list[int]]:
     runs = cfg.get("runs", [0])
     if not runs or any(isinstance(r, bool) or not isinstance(r, int) or r < 0 for r in runs):
         raise ValueError(f"runs in {path} must be a non-empty list of integers >= 0, got {runs}")
-    return cfg, [parse_subject(s).name for s in cfg["subjects"]], list(runs)
+    from ncip.external import parse_external
+
+    external = parse_external(cfg.get("external"), str(path))
+    return cfg, [parse_subject(s, external).name for s in cfg["subjects"]], list(runs)
 
 
 def check_params(params_path) -> tuple[list[str], list[int]]:

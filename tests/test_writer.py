@@ -1,0 +1,218 @@
+"""Keeping checkpoints while training (plain writer, Lightning and Hugging Face callbacks) and
+`ncip prune`; each folder ranks with `ncip rank` and no option beyond what it cannot know."""
+
+import json
+import shutil
+import sys
+import textwrap
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+from typer.testing import CliRunner
+
+import ncip
+from ncip.cli import app
+
+runner = CliRunner()
+
+NET = textwrap.dedent('''
+    import torch.nn as nn
+
+    class Net(nn.Module):
+        def __init__(self, num_classes=10):
+            super().__init__()
+            self.body = nn.Sequential(nn.Conv2d(1, 6, 3, padding=1), nn.ReLU(), nn.Flatten(),
+                                      nn.Linear(6 * 8 * 8, 32), nn.ReLU())
+            self.classifier = nn.Linear(32, num_classes)
+
+        def forward(self, x):
+            return self.classifier(self.body(x))
+''')
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    from ncip.data import prepare_dataset
+
+    d = tmp_path_factory.mktemp("writer")
+    (d / "writer_net.py").write_text(NET)
+    sys.path.insert(0, str(d))
+    _, splits = prepare_dataset("digits")
+    np.savez(d / "test.npz", x=splits["test"].x, y=splits["test"].y, ids=splits["test"].ids)
+    x = torch.from_numpy(splits["train"].x).float().div(255)
+    y = torch.from_numpy(splits["train"].y)
+    return {"dir": d, "x": x, "y": y}
+
+
+def rank(folder, env, out, *extra):
+    r = runner.invoke(app, ["rank", str(folder), "--inputs", str(env["dir"] / "test.npz"),
+                            "--out", str(out), "--quiet", *map(str, extra)])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    return r
+
+
+def plain_run(env, folder, epochs=8, resume_from=None):
+    from writer_net import Net
+
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.Adam(model.parameters(), 3e-3)
+    writer = ncip.CheckpointWriter(folder, model="writer_net:Net", input_shape=[1, 8, 8])
+    x, y = env["x"], env["y"]
+    for epoch in range(1, epochs + 1):
+        for i in range(0, len(x), 64):
+            loss = F.cross_entropy(model(x[i : i + 64]), y[i : i + 64])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        if resume_from is None or epoch >= resume_from:
+            writer.save(model, epoch=epoch, metrics={"loss": float(loss.detach())})
+    return writer
+
+
+def test_plain_writer_folder_ranks_with_no_options_and_records_sigma(env, tmp_path):
+    writer = plain_run(env, tmp_path / "ck")
+    files = sorted(p.name for p in (tmp_path / "ck").glob("*.safetensors"))
+    assert files == [f"epoch-{e:04d}.safetensors" for e in range(1, 9)]
+    hist = writer.history()
+    assert hist["epoch"].tolist() == list(range(1, 9)) and "loss" in hist
+    from ncip.checkpoints import read_tensor
+    from ncip.collapse import sigma_cos
+
+    last = read_tensor(tmp_path / "ck" / files[-1], "classifier.weight")
+    assert hist["sigma_cos"].iloc[-1] == pytest.approx(sigma_cos(last), abs=1e-12)
+    assert (tmp_path / "ck" / "sigma_cos.png").stat().st_size > 0
+    r = rank(tmp_path / "ck", env, tmp_path / "r.csv", "--k", 4)
+    assert "writer_net:Net (recorded in the checkpoints)" in r.output
+    # a resumed run writes epochs again: files and rows are replaced, not duplicated
+    plain_run(env, tmp_path / "ck", resume_from=6)
+    assert len(list((tmp_path / "ck").glob("*.safetensors"))) == 8
+    assert len(pd.read_csv(tmp_path / "ck" / "sigma_cos.csv")) == 8
+
+
+def test_lightning_callback(env, tmp_path):
+    pl = pytest.importorskip("pytorch_lightning")
+    from writer_net import Net
+
+    from ncip.lightning import NCIPCheckpoint
+
+    class Lit(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = Net()
+
+        def forward(self, x):
+            return self.net(x)
+
+        def training_step(self, batch, _):
+            return F.cross_entropy(self(batch[0]), batch[1])
+
+        def configure_optimizers(self):
+            return torch.optim.Adam(self.parameters(), 3e-3)
+
+    pl.seed_everything(0)
+    data = torch.utils.data.TensorDataset(env["x"], env["y"])
+    trainer = pl.Trainer(max_epochs=4, logger=False, enable_checkpointing=False, accelerator="cpu",
+                         enable_progress_bar=False, enable_model_summary=False,
+                         callbacks=[NCIPCheckpoint(tmp_path / "ck", model="writer_net:Net")])  # fmt: skip
+    trainer.fit(Lit(), torch.utils.data.DataLoader(data, batch_size=64))
+    assert len(list((tmp_path / "ck").glob("epoch-*.safetensors"))) == 4
+    r = rank(tmp_path / "ck", env, tmp_path / "r.csv", "--k", 2)
+    assert "prefix 'net.' stripped" in r.output
+
+
+def test_hugging_face_callback(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    from ncip.hf import NCIPCallback
+
+    cfg = transformers.BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1,
+                                  num_attention_heads=2, intermediate_size=32, num_labels=4,
+                                  max_position_embeddings=16)  # fmt: skip
+    g = torch.Generator().manual_seed(0)
+    tokens = torch.randint(2, 40, (160, 10), generator=g)
+    labels = tokens[:, 0] % 4
+
+    class Data(torch.utils.data.Dataset):
+        def __len__(self):
+            return 128
+
+        def __getitem__(self, i):
+            return {"input_ids": tokens[i], "labels": labels[i]}
+
+    args = transformers.TrainingArguments(str(tmp_path / "out"), num_train_epochs=3,
+                                          per_device_train_batch_size=16, save_strategy="no",
+                                          report_to=[], use_cpu=True, logging_strategy="no",
+                                          learning_rate=5e-3, disable_tqdm=True)  # fmt: skip
+    torch.manual_seed(0)
+    transformers.Trainer(model=transformers.BertForSequenceClassification(cfg), args=args,
+                         train_dataset=Data(), callbacks=[NCIPCallback(tmp_path / "ck")]).train()  # fmt: skip
+    assert len(list((tmp_path / "ck").glob("epoch-*.safetensors"))) == 3
+    np.savez(tmp_path / "tok.npz", x=tokens[128:].numpy(), y=labels[128:].numpy())
+    r = runner.invoke(app, ["rank", str(tmp_path / "ck"), "--inputs", str(tmp_path / "tok.npz"),
+                            "--out", str(tmp_path / "r.csv"), "--k", 2, "--quiet"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "BertForSequenceClassification (config recorded)" in r.output
+
+
+def test_prune_keeps_exactly_the_selection_and_the_ranking(env, tmp_path):
+    plain_run(env, tmp_path / "ck", epochs=10)
+    (tmp_path / "ck" / "notes.txt").write_text("not a checkpoint")
+    before = rank(tmp_path / "ck", env, tmp_path / "before.csv", "--k", 4)
+    used = json.loads((tmp_path / "before.selection.json").read_text())["used"]
+    r = runner.invoke(app, ["prune", str(tmp_path / "ck"), "--k", 4])  # a dry run
+    assert r.exit_code == 0 and "dry run" in r.output and "freeing" in r.output
+    assert len(list((tmp_path / "ck").glob("*.safetensors"))) == 10
+    r = runner.invoke(app, ["prune", str(tmp_path / "ck"), "--k", 4, "--yes"])
+    assert r.exit_code == 0, r.output
+    kept = sorted(str(p) for p in (tmp_path / "ck").glob("*.safetensors"))
+    assert kept == sorted(used)
+    assert (tmp_path / "ck" / "notes.txt").exists()  # only checkpoints are deleted
+    after = rank(tmp_path / "ck", env, tmp_path / "after.csv")
+    assert "pruned to NCIP's selection" in after.output and before.exit_code == 0
+    assert (tmp_path / "before.csv").read_bytes() == (tmp_path / "after.csv").read_bytes()
+    r = runner.invoke(app, ["prune", str(tmp_path / "ck"), "--k", 4])
+    assert r.exit_code == 2 and "pruned already" in r.output
+
+
+def test_prune_refuses_histories_chosen_by_a_metric(env, tmp_path):
+    plain_run(env, tmp_path / "ck", epochs=10)
+    for e in (2, 3, 5, 6, 7):  # what a top-k-by-metric saver leaves: an uneven history
+        (tmp_path / "ck" / f"epoch-{e:04d}.safetensors").unlink()
+    r = runner.invoke(app, ["prune", str(tmp_path / "ck"), "--k", 3, "--yes"])
+    assert r.exit_code == 2 and "not an even history" in r.output
+    assert len(list((tmp_path / "ck").glob("*.safetensors"))) == 5
+
+
+def test_prune_refuses_lightning_top_k_checkpoints(env, tmp_path):
+    pl = pytest.importorskip("pytorch_lightning")
+    from writer_net import Net
+
+    class Lit(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = Net()
+
+        def forward(self, x):
+            return self.net(x)
+
+        def training_step(self, batch, _):
+            loss = F.cross_entropy(self(batch[0]), batch[1])
+            self.log("train_loss", loss, on_epoch=True, on_step=False)
+            return loss
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), 0.5)  # noisy: the best epochs scatter
+
+    pl.seed_everything(0)
+    ck = pl.callbacks.ModelCheckpoint(tmp_path / "ck", monitor="train_loss", save_top_k=3)
+    trainer = pl.Trainer(max_epochs=8, logger=False, callbacks=[ck], accelerator="cpu",
+                         enable_progress_bar=False, enable_model_summary=False)  # fmt: skip
+    data = torch.utils.data.TensorDataset(env["x"], env["y"])
+    trainer.fit(Lit(), torch.utils.data.DataLoader(data, batch_size=64))
+    r = runner.invoke(app, ["prune", str(tmp_path / "ck"), "--model", "writer_net:Net", "--k", 2])
+    assert r.exit_code == 2, r.output
+    assert "not an even history" in r.output or "ModelCheckpoint monitor" in r.output
+    shutil.rmtree(tmp_path / "ck")
