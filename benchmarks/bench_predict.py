@@ -1,53 +1,106 @@
-"""predict-probabilities time against K, next to K x one checkpoint's inference time.
+"""Multi-checkpoint inference: the engine against K sequential passes, measured side by side.
 
-Uses a real prepared test split and real checkpoints (a finished `dvc repro`):
+For LeNet-5 on Fashion-MNIST-shaped inputs and ResNet-18 on CIFAR-shaped inputs (random
+weights, each checkpoint a small drift of the last), K in {1, 10, 30}:
 
-    .venv/bin/python benchmarks/bench_predict.py --checkpoints models/fmnist-lenet5/run-0 \\
-        --data data/prepared/fmnist-lenet5 [--ks 1,5,10,20,30]
+- "K x one": K times the median time of one checkpoint's sequential pass (contiguous tensors,
+  batch 1024: what ncip did before the engine);
+- "sequential": the K passes themselves;
+- "engine": ncip.engine with its `auto` path (and, with --bf16, the same in bfloat16);
+- ratio = time / (K x one); max |dp| = the largest difference of a probability to sequential.
 
-"predict K" is what the stage does per checkpoint (load weights, batched inference under
-inference_mode, build the Parquet table, write it); "K x one" is K times the bare inference
-of the final checkpoint.
+    .venv/bin/python benchmarks/bench_predict.py [--n-lenet 10000] [--n-resnet 1000] [--bf16]
+
+Times are medians of --repeats runs on this machine.
 """
 
-import tempfile
-import time
-from pathlib import Path
+from __future__ import annotations
 
+import copy
+import platform
+import time
+
+import numpy as np
+import torch
 import typer
 
-from ncip.checkpoints import list_checkpoints, load_model
-from ncip.data import load_split
-from ncip.io import write_parquet
-from ncip.predict import batched_outputs, predict_checkpoint
+from ncip.data import as_model_input
+from ncip.engine import Engine, EngineConfig
+from ncip.models import create_model
+from ncip.predict import softmax64
+
+
+def checkpoints(name: str, channels: int, k: int, seed: int = 0):
+    torch.manual_seed(seed)
+    model = create_model(name, 10, channels).eval()
+    states = [copy.deepcopy(model.state_dict())]
+    for _ in range(k - 1):
+        states.append({n: v + 0.01 * torch.randn_like(v) if v.is_floating_point() else v
+                       for n, v in states[-1].items()})  # fmt: skip
+    return model, states
+
+
+@torch.inference_mode()
+def sequential(model, states, x, batch_size=1024) -> np.ndarray:
+    out = []
+    for sd in states:
+        model.load_state_dict(sd)
+        out.append(np.concatenate([model(as_model_input(x[i : i + batch_size])).numpy()
+                                   for i in range(0, len(x), batch_size)]))  # fmt: skip
+    return np.stack(out)
+
+
+def engine_run(model, states, x, config: EngineConfig) -> tuple[np.ndarray, str]:
+    m = copy.deepcopy(model)
+    engine = Engine(m, "cpu", config)
+    z = [z for _, z, _ in engine.outputs(lambda i: m.load_state_dict(states[i]), len(states), x)]
+    return np.stack(z), engine.path
+
+
+def median_time(fn, repeats: int):
+    fn()  # warm-up
+    times, out = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times)), out
 
 
 def main(
-    checkpoints: Path = typer.Option(..., help="directory of epoch-XXX.safetensors"),
-    data: Path = typer.Option(..., help="prepared data directory (its test split is used)"),
-    ks: str = typer.Option("1,5,10,20,30"),
-    batch_size: int = typer.Option(1024),
+    n_lenet: int = typer.Option(10_000, help="Fashion-MNIST-shaped inputs for LeNet-5"),
+    n_resnet: int = typer.Option(1_000, help="CIFAR-shaped inputs for ResNet-18"),
+    ks: str = typer.Option("1,10,30"),
+    repeats: int = typer.Option(3),
+    bf16: bool = typer.Option(False, help="also the engine in bfloat16"),
 ) -> None:
-    infos = list_checkpoints(checkpoints)
-    test = load_split(data / "test.npz")
-    final = load_model(infos[-1].path)
-    batched_outputs(final, test.x[:batch_size], batch_size)  # warm-up
-    t0 = time.perf_counter()
-    batched_outputs(final, test.x, batch_size)
-    one = time.perf_counter() - t0
-    print(f"{len(test)} test inputs; one checkpoint's bare inference: {one:.3f} s")
-    print(f"{'K':>4} | {'predict K (s)':>13} | {'K x one (s)':>11} | overhead")
-    print("-" * 46)
-    with tempfile.TemporaryDirectory() as d:
-        for k in (int(s) for s in ks.split(",")):
-            chosen = infos[-k:]
-            t0 = time.perf_counter()
-            for c in chosen:
-                table = predict_checkpoint(load_model(c.path), {"test": test}, "bench", c.epoch,
-                                           batch_size)  # fmt: skip
-                write_parquet(Path(d) / f"epoch-{c.epoch:03d}.parquet", table)
-            t = time.perf_counter() - t0
-            print(f"{k:>4} | {t:>13.3f} | {k * one:>11.3f} | {t / (k * one):6.2f}x")
+    print(f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
+          f"torch {torch.__version__}; medians of {repeats}")  # fmt: skip
+    print(f"{'model':<10} | {'N':>6} | {'K':>3} | {'K x one (s)':>11} | {'sequential (s)':>14} | "
+          f"{'ratio':>5} | {'engine (s)':>10} | {'ratio':>5} | {'path':<13} | {'max |dp|':>8}"
+          + (f" | {'bf16 (s)':>8} | {'ratio':>5} | {'max |dp|':>8}" if bf16 else ""))  # fmt: skip
+    rng = np.random.default_rng(0)
+    for name, shape, n in (("lenet5", (1, 28, 28), n_lenet), ("resnet18", (3, 32, 32), n_resnet)):
+        x = rng.integers(0, 256, (n, *shape)).astype(np.uint8)
+        kmax = max(int(k) for k in ks.split(","))
+        model, states = checkpoints(name, shape[0], kmax)
+        one, _ = median_time(lambda m=model, s=states: sequential(m, s[:1], x), repeats)
+        for k in (int(k) for k in ks.split(",")):
+            st = states[-k:]
+            t_seq, ref = median_time(lambda m=model, s=st: sequential(m, s, x), repeats)
+            t_eng, (z, path) = median_time(lambda m=model, s=st: engine_run(m, s, x, EngineConfig()),
+                                           repeats)  # fmt: skip
+            dp = float(np.max(np.abs(softmax64(z) - softmax64(ref))))
+            row = (f"{name:<10} | {n:>6} | {k:>3} | {k * one:>11.2f} | {t_seq:>14.2f} | "
+                   f"{t_seq / (k * one):>5.2f} | {t_eng:>10.2f} | {t_eng / (k * one):>5.2f} | "
+                   f"{path:<13} | {dp:>8.1e}")  # fmt: skip
+            if bf16:
+                t_b, (zb, _) = median_time(
+                    lambda m=model, s=st: engine_run(m, s, x, EngineConfig(precision="bf16")),
+                    repeats)  # fmt: skip
+                dpb = float(np.max(np.abs(softmax64(zb) - softmax64(ref))))
+                row += f" | {t_b:>8.2f} | {t_b / (k * one):>5.2f} | {dpb:>8.1e}"
+            print(row, flush=True)
 
 
 if __name__ == "__main__":

@@ -1,17 +1,16 @@
 """analyze-checkpoints: TVD against the number of checkpoints (Fig. 3), NCIP under weak neural
 collapse (Fig. 9) and t-SNE of final vs NC-aggregated outputs (Fig. 1)."""
 
+import time
 from pathlib import Path
 
 import numpy as np
 import typer
 
-from ncip.checkpoints import check_data_matches, list_checkpoints, load_model
-from ncip.data import load_info, load_split
+from ncip.checkpoints import list_checkpoints
 from ncip.figures import band_figure, line_figure, tsne_figure
-from ncip.io import atomic_path
-from ncip.logs import progress
-from ncip.predict import batched_outputs, resolve_device, softmax64
+from ncip.io import atomic_path, write_json
+from ncip.predict import Predictions, softmax64
 from ncip.stage import StageError, check_outputs, read_record, split_list, stage_main
 from ncip.study import tvd_curve, weak_collapse_curve
 
@@ -22,7 +21,8 @@ app = typer.Typer(add_completion=False)
 @stage_main
 def main(
     checkpoints: Path = typer.Option(...),
-    data: Path = typer.Option(..., help="prepared data directory (its test split is analysed)"),
+    predictions: Path = typer.Option(..., help="predict-probabilities output (every checkpoint "
+                                     "on the test split)"),
     selection: Path = typer.Option(..., help="selection record (sigma_cos, NC-selected epochs)"),
     k: int = typer.Option(30, min=1),
     alpha: float = typer.Option(0.9),
@@ -32,31 +32,27 @@ def main(
     tvd_out: Path = typer.Option(..., help="Fig. 3 data (CSV)"),
     weak_out: Path = typer.Option(..., help="Fig. 9 data (CSV)"),
     figures: Path = typer.Option(..., help="directory for this subject's PNG figures"),
-    batch_size: int = typer.Option(1024, min=1),
-    device: str = typer.Option("auto"),
 ) -> None:
     try:
         steps = [int(s) for s in split_list(weak_steps)]
     except ValueError:
         raise StageError(f"--weak-steps must be comma-separated integers, got {weak_steps!r}") from None
+    t0 = time.perf_counter()
     check_outputs(tvd_out, weak_out, dirs=[figures])
     plan = read_record(selection, "select-checkpoints", ["sigma_cos", "selected_epochs", "subject",
                                                          "run"])  # fmt: skip
-    info = load_info(data)
-    test = load_split(data / "test.npz", info)
+    preds = Predictions(predictions)
+    epochs, _ids, labels, logits = preds.logits("test")
+    probs = softmax64(logits)  # [E, N, C], every checkpoint, ascending
     infos = list_checkpoints(checkpoints)
-    check_data_matches(info, infos[-1].meta, data, infos[-1].path)
-    dev = resolve_device(device)
-    probs = []
-    for c in progress(infos, "trajectory test", unit="ckpt"):
-        model = load_model(c.path, dev)
-        probs.append(softmax64(batched_outputs(model, test.x, batch_size, source=str(c.path))))
-    probs = np.stack(probs)
+    if [c.epoch for c in infos] != epochs.tolist():
+        raise StageError(f"{predictions} holds epochs {epochs.tolist()} but {checkpoints} holds "
+                         f"{[c.epoch for c in infos]}; re-run predict-probabilities")
     sigma = np.array([plan["sigma_cos"][str(c.epoch)] for c in infos])
     name = f"{plan['subject']} run {plan['run']}"
 
-    tv = tvd_curve(probs, test.y)
-    weak = weak_collapse_curve(probs, test.y, sigma, k, alpha, steps + [len(infos)], seed)
+    tv = tvd_curve(probs, labels)
+    weak = weak_collapse_curve(probs, labels, sigma, k, alpha, steps + [len(infos)], seed)
     weak = weak.drop_duplicates("checkpoints")
     for df, out in ((tv, tvd_out), (weak, weak_out)):
         with atomic_path(out) as tmp:
@@ -71,11 +67,12 @@ def main(
                 "checkpoints available (first E')", "value", highlight="rauc_all",
                 legend_title=None)  # fmt: skip
     rng = np.random.default_rng(seed)
-    sub = np.sort(rng.choice(len(test), min(tsne_points, len(test)), replace=False))
+    sub = np.sort(rng.choice(len(labels), min(tsne_points, len(labels)), replace=False))
     epochs = [c.epoch for c in infos]
     nc = [epochs.index(e) for e in plan["selected_epochs"]]
-    wrong = probs[-1][sub].argmax(1) != test.y[sub]
+    wrong = probs[-1][sub].argmax(1) != labels[sub]
     tsne_figure(probs[-1][sub], probs[nc][:, sub].mean(0), wrong, figures / "tsne.png", name, seed)
+    write_json(figures / "timing.json", {"seconds": time.perf_counter() - t0})
 
 
 if __name__ == "__main__":

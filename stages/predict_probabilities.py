@@ -1,17 +1,17 @@
-"""predict-probabilities: one Parquet table per checkpoint NCIP needs (selected and last K)."""
+"""predict-probabilities: every checkpoint's logits on every split a later stage reads, once."""
 
-import time
 from pathlib import Path
 
 import typer
 
 from ncip.attacks import adversarial_sets
-from ncip.checkpoints import check_data_matches, list_checkpoints, load_model
+from ncip.checkpoints import check_data_matches, list_checkpoints, load_model, load_weights
 from ncip.data import load_info, load_split
-from ncip.io import atomic_dir, write_json, write_parquet
-from ncip.logs import log, progress
-from ncip.predict import predict_checkpoint, resolve_device
-from ncip.stage import StageError, check_outputs, read_record, split_list, stage_main
+from ncip.engine import PATHS, PRECISIONS, EngineConfig
+from ncip.io import atomic_dir
+from ncip.logs import log
+from ncip.predict import predict_run, resolve_device
+from ncip.stage import StageError, check_outputs, stage_main
 
 app = typer.Typer(add_completion=False)
 
@@ -20,38 +20,49 @@ app = typer.Typer(add_completion=False)
 @stage_main
 def main(
     checkpoints: Path = typer.Option(..., help="directory of epoch-XXX.safetensors"),
-    selection: Path = typer.Option(..., help="selection record from select-checkpoints"),
-    data: Path = typer.Option(..., help="prepared data directory"),
-    splits: str = typer.Option("test", help="comma-separated splits of the prepared data"),
-    adversarial: Path | None = typer.Option(None, help="generate-adversarial output; its adv.npz is predicted as split 'adv'"),
-    out: Path = typer.Option(..., help="output directory, one epoch-XXX.parquet per checkpoint"),
-    batch_size: int = typer.Option(1024, min=1),
+    data: Path = typer.Option(..., help="prepared data (test and val are predicted; train's "
+                              "features by the final checkpoint)"),
+    adversarial: Path | None = typer.Option(None, help="generate-adversarial output: its adv.npz "
+                                            "and val-adv.npz are predicted as 'adv', 'val-adv'"),
+    out: Path = typer.Option(..., help="output folder: epoch-XXX.parquet, final-features.parquet, "
+                             "index.json"),
+    batch_size: int = typer.Option(256, min=1),
     device: str = typer.Option("auto"),
+    engine: str = typer.Option("auto", help=f"inference path: {', '.join(PATHS)}"),
+    precision: str = typer.Option("fp32", help=f"{', '.join(PRECISIONS)}"),
+    compile: bool = typer.Option(False, "--compile/--no-compile", help="torch.compile the model"),
 ) -> None:
+    config = EngineConfig(path=engine, batch_size=batch_size, precision=precision, compile=compile)
+    config.validate()
     check_outputs(dirs=[out])
-    plan = read_record(selection, "select-checkpoints", ["selected_epochs", "last_k_epochs"])
-    epochs = sorted(set(plan["selected_epochs"]) | set(plan["last_k_epochs"]))
     infos = list_checkpoints(checkpoints)
-    by_epoch = {c.epoch: c for c in infos}
-    missing = [e for e in epochs if e not in by_epoch]
-    if missing:
-        raise StageError(f"selection names epochs {missing} that {checkpoints} does not hold; "
-                         "re-run select-checkpoints")  # fmt: skip
+    if not infos:
+        raise StageError(f"{checkpoints} holds no checkpoints; run train-with-checkpoints")
     info = load_info(data)
     check_data_matches(info, infos[-1].meta, data, infos[-1].path)
-    sets = {name: load_split(data / f"{name}.npz", info) for name in split_list(splits)}
-    sets.update(adversarial_sets(adversarial, info=info))
+    test, val = (load_split(data / f"{n}.npz", info) for n in ("test", "val"))
+    splits = {"test": test, "val": val}
+    adv = adversarial_sets(adversarial, "test", info)
+    if adv:
+        splits["adv"] = adv["adv"]
+    val_adv = adversarial_sets(adversarial, "val", info)
+    if val_adv:
+        splits["val-adv"] = val_adv["adv"]
+    feature_splits = {"test": test, "train": load_split(data / "train.npz", info)}
+    if adv:
+        feature_splits["adv"] = adv["adv"]
     dev = resolve_device(device)
-    subject = plan.get("subject", "")
-    t0 = time.perf_counter()
+    model = load_model(infos[-1].path, dev)
+    subject = infos[-1].meta.get("subject", "")
+
+    def load(i: int) -> None:
+        load_weights(model, infos[i].path)
+
     with atomic_dir(out) as tmp:
-        for e in progress(epochs, f"predict {subject}/run-{plan.get('run', 0)}", unit="ckpt"):
-            model = load_model(by_epoch[e].path, dev)
-            table = predict_checkpoint(model, sets, subject, e, batch_size, str(by_epoch[e].path))
-            write_parquet(tmp / f"epoch-{e:03d}.parquet", table)
-        write_json(tmp / "timing.json", {"checkpoints": len(epochs),
-                                         "seconds": time.perf_counter() - t0})  # fmt: skip
-    log.info("predicted %d checkpoints on %s", len(epochs), ", ".join(sets))
+        index = predict_run(model, load, [c.epoch for c in infos], [str(c.path) for c in infos],
+                            splits, feature_splits, tmp, subject, dev, config)  # fmt: skip
+    log.info("predicted %d checkpoints on %s in %.1f s (%s path)", len(infos),
+             ", ".join(splits), index["seconds"], index["engine"]["path"])  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """retrain-guidance: fine-tune on each method's top 20% of a held-out pool (RQ3, paper Fig. 6)."""
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +34,7 @@ def main(
     seed: int = typer.Option(0),
     device: str = typer.Option("auto"),
 ) -> None:
+    t0 = time.perf_counter()
     cfg = RetrainConfig(budget, pool_fraction, epochs, lr, batch_size, seeds)
     cfg.validate()
     check_outputs(out)
@@ -54,7 +56,7 @@ def main(
                                          before=("before", "first"), after=("after", "mean"),
                                          faults_selected=("faults_selected", "first"),
                                          selected=("selected", "first"))  # fmt: skip
-    write_json(out, {"config": cfg.__dict__,
+    write_json(out, {"config": cfg.__dict__, "seconds": time.perf_counter() - t0,
                      "methods": {m: {k: float(v) for k, v in r.items()}
                                  for m, r in summary.iterrows()}})  # fmt: skip
 

@@ -11,7 +11,7 @@ from ncip.checkpoints import check_data_matches, list_checkpoints
 from ncip.data import load_info, load_split
 from ncip.io import write_json, write_parquet
 from ncip.logs import log
-from ncip.predict import resolve_device
+from ncip.predict import Predictions, resolve_device
 from ncip.scores import ScoringContext, get_method
 from ncip.scoretable import score_rows
 from ncip.stage import check_outputs, split_list, stage_main
@@ -26,6 +26,8 @@ def main(
     run: int = typer.Option(0, min=0),
     data: Path = typer.Option(..., help="prepared data directory"),
     checkpoints: Path = typer.Option(..., help="directory of epoch-XXX.safetensors"),
+    predictions: Path | None = typer.Option(None, help="predict-probabilities output: stored "
+                                            "outputs instead of running the models again"),
     methods: str = typer.Option("random,entropy,deepgini,msp,pcs", help="comma-separated"),
     adversarial: Path | None = typer.Option(None, help="generate-adversarial output (adv.npz, val-adv.npz)"),
     seed: int = typer.Option(0),
@@ -69,7 +71,9 @@ def main(
         },
         device=str(resolve_device(device)),
         batch_size=batch_size,
+        predictions=Predictions(predictions) if predictions is not None else None,
     )
+    started = time.perf_counter()
     t0 = time.perf_counter()
     preds = {name: ctx.final_logits(name).argmax(axis=1) for name in sets}
     cost = {"final_model_inference": {"seconds": time.perf_counter() - t0}}
@@ -107,6 +111,7 @@ def main(
                 cost[m.name]["score"][split_name] -= seconds
         total = cost[m.name]["prepare"] + sum(cost[m.name]["score"].values())
         log.info("%s: %.2fs", m.name, total + sum(ctx.costs.get(m.name, {}).values()))
+    cost["seconds"] = time.perf_counter() - started
     write_parquet(out, pd.concat(parts, ignore_index=True))
     write_json(cost_out, cost)
 

@@ -7,7 +7,7 @@ import pandas as pd
 import typer
 
 from ncip.io import write_json, write_parquet
-from ncip.predict import read_prediction_dir, stack_split
+from ncip.predict import Predictions
 from ncip.scores.ncip import ablation_scores
 from ncip.scoretable import score_rows
 from ncip.stage import check_outputs, read_record, stage_main
@@ -27,12 +27,12 @@ def main(
     check_outputs(out, cost_out)
     keys = ["subject", "run", "final_epoch", "selected_epochs", "last_k_epochs", "seconds"]
     plan = read_record(selection, "select-checkpoints", keys)
-    timing = read_record(predictions / "timing.json", "predict-probabilities",
-                         ["seconds", "checkpoints"])
-    table = read_prediction_dir(predictions)
+    preds = Predictions(predictions)
+    needed = sorted(set(plan["selected_epochs"]) | set(plan["last_k_epochs"]))
     parts = []
-    for split in sorted(table["split"].unique()):
-        stack = stack_split(table, split)
+    scored = [s for s in ("test", "adv") if s in preds.splits]  # val, val-adv train TDPR only
+    for split in scored:
+        stack = preds.stack(split, needed)
         final = stack.at([plan["final_epoch"]])
         pred = final.probs[0].argmax(axis=1)
         variants = ablation_scores(stack, plan["selected_epochs"], plan["last_k_epochs"],
@@ -41,8 +41,11 @@ def main(
             parts.append(score_rows(plan["subject"], plan["run"], split, stack.sample_id,
                                     stack.label, pred, method, s))  # fmt: skip
     write_parquet(out, pd.concat(parts, ignore_index=True))
-    write_json(cost_out, {"select": plan["seconds"], "predict": timing["seconds"],
-                          "predicted_checkpoints": timing["checkpoints"],
+    # NCIP's share of the shared prediction run: its checkpoints on the sets it ranks
+    sizes = preds.index["splits"]
+    share = (len(needed) / len(preds.epochs)) * (sum(sizes[s] for s in scored) / sum(sizes.values()))
+    write_json(cost_out, {"select": plan["seconds"], "predict": preds.index["seconds"] * share,
+                          "predicted_checkpoints": len(needed),
                           "score": time.perf_counter() - t0})  # fmt: skip
 
 

@@ -49,7 +49,7 @@ def base(tiny_run, tmp_path_factory):
                       "3", "--out", str(d / "sel.json"), "--plot-out", str(d / "s.csv")])  # fmt: skip
     assert r.exit_code == 0, r.output
     r = runner.invoke(stage_app("predict_probabilities"), ["--checkpoints", str(d / "models"),
-                      "--selection", str(d / "sel.json"), "--data", str(d / "data"),
+                      "--data", str(d / "data"),
                       "--out", str(d / "pred")])  # fmt: skip
     assert r.exit_code == 0, r.output
     with np.load(d / "data" / "test.npz") as z:
@@ -300,9 +300,9 @@ def float_255_adversarial(t, b):
     with np.load(b / "test.npz") as z:  # an adversarial set scaled to [0, 255] by mistake
         np.savez(t / "adv" / "adv.npz", x=z["x"].astype(np.float32), y=z["y"],
                  ids=np.char.add(z["ids"].astype(str), "@pgd"))  # fmt: skip
-    return "predict_probabilities", ["--checkpoints", b / "models", "--selection", b / "sel.json",
-                                     "--data", b / "data", "--adversarial", t / "adv", "--out",
-                                     t / "pred"], [t / "pred"]  # fmt: skip
+    return "predict_probabilities", ["--checkpoints", b / "models", "--data", b / "data",
+                                     "--adversarial", t / "adv", "--out", t / "pred"], [
+        t / "pred"]  # fmt: skip
 
 
 def data_of_other_shape(t, b):
@@ -315,27 +315,28 @@ def data_of_other_shape(t, b):
     np.savez(t / "data" / "test.npz", x=np.zeros((4, 1, 28, 28), np.uint8), y=np.arange(4),
              ids=np.arange(4).astype(str))  # fmt: skip
     load_info(t / "data")
-    return "predict_probabilities", ["--checkpoints", b / "models", "--selection", b / "sel.json",
-                                     "--data", t / "data", "--out", t / "pred"], [t / "pred"]
+    return "predict_probabilities", ["--checkpoints", b / "models", "--data", t / "data", "--out",
+                                     t / "pred"], [t / "pred"]
 
 
 def empty_test_split(t, b):
     shutil.copytree(b / "data", t / "data")
     np.savez(t / "data" / "test.npz", x=np.zeros((0, 1, 8, 8), np.uint8),
              y=np.zeros(0, np.int64), ids=np.zeros(0, str))  # fmt: skip
-    return "predict_probabilities", ["--checkpoints", b / "models", "--selection", b / "sel.json",
-                                     "--data", t / "data", "--out", t / "pred"], [t / "pred"]
+    return "predict_probabilities", ["--checkpoints", b / "models", "--data", t / "data", "--out",
+                                     t / "pred"], [t / "pred"]
 
 
 def corrupt_selection(t, b):
     (t / "sel.json").write_text('{"selected_epochs": [4, 5,')
-    return "predict_probabilities", ["--checkpoints", b / "models", "--selection", t / "sel.json",
-                                     "--data", b / "data", "--out", t / "pred"], [t / "pred"]
+    return "score_ncip", ["--predictions", b / "pred", "--selection", t / "sel.json", "--out",
+                          t / "ncip.parquet", "--cost-out", t / "cost.json"], [
+        t / "ncip.parquet", t / "cost.json"]  # fmt: skip
 
 
-def missing_timing(t, b):
+def missing_index(t, b):
     shutil.copytree(b / "pred", t / "pred")
-    (t / "pred" / "timing.json").unlink()
+    (t / "pred" / "index.json").unlink()
     return "score_ncip", ["--predictions", t / "pred", "--selection", b / "sel.json", "--out",
                           t / "ncip.parquet", "--cost-out", t / "cost.json"], [
         t / "ncip.parquet", t / "cost.json"]  # fmt: skip
@@ -418,7 +419,7 @@ CASES = [
     Case("data of another shape than the checkpoints", data_of_other_shape, "trained on [1, 8, 8]"),
     Case("an empty test split", empty_test_split, "test.npz holds no samples"),
     Case("a corrupt selection record", corrupt_selection, "sel.json is not valid JSON"),
-    Case("a missing timing.json", missing_timing, "timing.json does not exist; run predict-probabilities"),
+    Case("a missing predictions index", missing_index, "index.json does not exist; run predict-probabilities"),
     Case("--cost-out is a folder", cost_out_is_folder, "cost.json is a folder"),
     Case("--attacks ''", no_attacks, "no attacks given"),
     Case("subjects: a string", subjects_not_a_list, "subjects in"),

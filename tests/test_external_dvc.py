@@ -36,7 +36,7 @@ NET = textwrap.dedent('''
 
 
 def run(cmd, cwd, env):
-    r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=3000)
+    r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=3600)
     assert r.returncode == 0, f"{' '.join(cmd)} failed:\n{r.stdout}\n{r.stderr}"
     return r.stdout + r.stderr
 

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 
 
 def run(cmd, cwd, env):
-    r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=3600)
     assert r.returncode == 0, f"{' '.join(cmd)} failed:\n{r.stdout}\n{r.stderr}"
     return r.stdout + r.stderr
 

@@ -96,8 +96,9 @@ def same_order_as_rank_probs(out_csv, probs, ids):
     table = pd.read_csv(out_csv, dtype={"sample_id": str})
     ref = rank_probs(probs, ids=ids).table
     assert table["sample_id"].tolist() == ref["sample_id"].tolist()
-    # float32 logits differ in their last bits with the batch size: 1e-5 in the score
-    assert np.allclose(table["ncip"], ref["ncip"], atol=1e-5)
+    # float32 logits differ in their last bits with the batch size and the memory layout
+    # (the engine runs convolutions channels-last): up to 1e-4 in the score for ResNet-18
+    assert np.allclose(table["ncip"], ref["ncip"], atol=1e-4)
     return table
 
 

@@ -100,18 +100,20 @@ def test_stages_chain_on_the_tiny_run(tiny_run, tmp_path):
     sel, pred, scores = tmp_path / "sel.json", tmp_path / "pred", tmp_path / "scores" / "s" / "run-0"
     assert invoke("select_checkpoints", "--checkpoints", d / "models", "--k", 3, "--alpha", 0.9,
                   "--out", sel, "--plot-out", tmp_path / "s.csv").exit_code == 0
-    r = invoke("predict_probabilities", "--checkpoints", d / "models", "--selection", sel,
-               "--data", d / "data", "--out", pred)
+    r = invoke("predict_probabilities", "--checkpoints", d / "models", "--data", d / "data",
+               "--out", pred)
     assert r.exit_code == 0, r.output
     import pandas as pd
 
     plan = json.loads(sel.read_text())
-    files = sorted(p.name for p in pred.glob("*.parquet"))
-    wanted = sorted(set(plan["selected_epochs"]) | set(plan["last_k_epochs"]))
-    assert files == [f"epoch-{e:03d}.parquet" for e in wanted]
+    files = sorted(p.name for p in pred.glob("epoch-*.parquet"))
+    assert files == [f"epoch-{e:03d}.parquet" for e in range(1, 7)]  # every checkpoint, once
     t = pd.read_parquet(pred / files[-1])
-    assert {"subject", "epoch", "split", "sample_id", "label", "pred", "prob_9"} <= set(t.columns)
-    assert t[[f"prob_{c}" for c in range(10)]].sum(axis=1).round(9).eq(1).all()
+    assert {"subject", "epoch", "split", "sample_id", "label", "pred", "logit_9"} <= set(t.columns)
+    assert set(t["split"]) == {"test", "val"}
+    feats = pd.read_parquet(pred / "final-features.parquet")
+    assert set(feats["split"]) == {"test", "train"} and "feat_83" in feats
+    wanted = sorted(set(plan["selected_epochs"]) | set(plan["last_k_epochs"]))
     r = invoke("score_ncip", "--predictions", pred, "--selection", sel,
                "--out", scores / "ncip.parquet", "--cost-out", scores / "ncip-cost.json")
     assert r.exit_code == 0, r.output
@@ -119,7 +121,8 @@ def test_stages_chain_on_the_tiny_run(tiny_run, tmp_path):
     assert cost["predicted_checkpoints"] == len(wanted) and cost["predict"] > 0
     r = invoke("score_baselines", "--subject", "digits-lenet5", "--data", d / "data",
                "--checkpoints", d / "models", "--out", scores / "baselines.parquet",
-               "--cost-out", scores / "cost.json", "--random-repeats", 3)  # fmt: skip
+               "--cost-out", scores / "cost.json", "--random-repeats", 3,
+               "--predictions", pred)  # fmt: skip
     assert r.exit_code == 0, r.output
     params = tmp_path / "params.yaml"
     params.write_text("subjects: [digits-lenet5]\nruns: [0]\n")
@@ -146,3 +149,31 @@ def test_evaluate_rejects_bad_study_parameters(tmp_path, text, match):
                "--metrics-dir", tmp_path / "m", "--plots-dir", tmp_path / "p")
     assert r.exit_code == 2 and match in r.output
     assert not (tmp_path / "m").exists()
+
+
+def test_stored_predictions_give_the_baselines_what_running_the_models_gives(tiny_run, tmp_path):
+    """Every output a baseline reads from predict-probabilities equals running the models."""
+    import numpy as np
+
+    from ncip.data import load_split
+    from ncip.predict import Predictions
+    from ncip.scores import ScoringContext
+
+    d = tiny_run["dir"]
+    r = invoke("predict_probabilities", "--checkpoints", d / "models", "--data", d / "data",
+               "--out", tmp_path / "pred")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    splits = {"test": load_split(d / "data" / "test.npz")}
+    kw = dict(subject="s", seed=0, checkpoint_dir=d / "models", eval_splits=splits,
+              train=load_split(d / "data" / "train.npz"),
+              labelled={"test": load_split(d / "data" / "val.npz")})  # fmt: skip
+    stored = ScoringContext(**kw, predictions=Predictions(tmp_path / "pred"))
+    run = ScoringContext(**kw)
+    for a, b in ((stored.final_logits("test"), run.final_logits("test")),
+                 (stored.final_features("test"), run.final_features("test")),
+                 (stored.outputs("train", None)[1], run.outputs("train", kw["train"].x)[1])):
+        assert np.allclose(a, b, atol=1e-5)
+    for key, x in (("eval:test", splits["test"].x), ("labelled:test", kw["labelled"]["test"].x)):
+        a, b = stored.checkpoint_logits(key, x), run.checkpoint_logits(key, x)
+        assert len(a) == len(b) == 6 and all(np.allclose(u, v, atol=1e-5) for u, v in zip(a, b))
+    assert "final_model" not in stored._cache  # nothing was run

@@ -94,20 +94,26 @@ def test_side_by_side_sets_ours_beside_the_paper():
     assert "| DeepGini | 0.890 | 0.898 |" in md
 
 
-def test_cost_table_and_retrain_aggregation():
-    costs = {"fmnist-lenet5/run-0": {
-        "baselines": {"final_model_inference": {"seconds": 1.0},
-                      "lsa": {"prepare": 0.0, "score": {"test": 2.0}},
-                      "dsa": {"prepare": 0.0, "score": {"test": 3.0}},
-                      "entropy": {"prepare": 0.0, "score": {"test": 0.25}},
-                      "deepgini": {"prepare": 0.0, "score": {"test": 0.25}},
-                      "msp": {"prepare": 0.0, "score": {"test": 0.25}},
-                      "pcs": {"prepare": 0.0, "score": {"test": 0.25}},
-                      "tdpr": {"prepare": 0.0, "score": {"test": 1.5}, "prepare[test]": 4.0}},
-        "ncip": {"select": 0.5, "predict": 6.0}}}  # fmt: skip
-    md = cost_table(costs)
-    assert "| fmnist-lenet5/run-0 | 5.00 | 2.00 | – |" in md and "| 4.00 | 1.50 | 0.50 | 6.00 |" in md
+def test_cost_table_charges_each_method_the_shared_inference_it_reads():
+    k = "fmnist-lenet5/run-0"
+    cost = {"stages": {},
+            "methods": {"lsa": {k: {"prepare": 0.0, "score": 2.0}},
+                        "dsa": {k: {"prepare": 0.0, "score": 3.0}},
+                        **{m: {k: {"prepare": 0.0, "score": 0.25}}
+                           for m in ("entropy", "deepgini", "msp", "pcs")},
+                        "tdpr": {k: {"prepare": 4.0, "score": 1.5}},
+                        "ncip": {k: {"prepare": 0.5, "predict": 6.0, "score": 0.1}}},
+            "shared_inference": {k: {"all_checkpoints": 10.0, "final_model_test_sets": 1.0,
+                                     "final_model_train": 0.5,
+                                     "rows": {"test": 60, "adv": 0, "val": 20, "val-adv": 20}}}}  # fmt: skip
+    md = cost_table(cost)
+    # SA = 2 + 3 + the training-set features 0.5; Uncert = 4 x 0.25 + the final model's 1.0;
+    # TDPR = its ranker + every checkpoint, 40% of the inputs for training, 60% for scoring
+    assert f"| {k} | 5.50 | 2.00 | – |" in md and "| 8.00 | 7.50 | 0.50 | 6.00 |" in md
     assert "↳ paper | 72.93" in md
+
+
+def test_retrain_aggregation():
     g = retrain_by_subject({"s-x/run-0": {"methods": {"ncip": {"gain": 0.01}}},
                             "s-x/run-1": {"methods": {"ncip": {"gain": 0.03}}}})  # fmt: skip
     assert g["s-x"]["ncip"] == pytest.approx(2.0)

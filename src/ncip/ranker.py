@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ncip.engine import Engine, EngineConfig
 from ncip.formats import Checkpoint, CheckpointError, check_consistent, discover, read_tensors
 from ncip.inputs import (
     InputError,
@@ -29,7 +30,6 @@ from ncip.inputs import (
     probe,
 )
 from ncip.logs import log, progress_bar
-from ncip.models import logits_of
 from ncip.modelsource import LoadedModel, ModelSourceError, find_head, load_model
 from ncip.predict import resolve_device, softmax64
 from ncip.ranking import Ranking, TVDAccumulator, compare_orders, ncip_table, plan, selection_record
@@ -104,40 +104,34 @@ def head_sigma(lm: LoadedModel, cs, skip_bad: bool) -> tuple[list[int], list[flo
     return keep, sigma, dropped
 
 
-@torch.inference_mode()
-def _pass(
-    lm: LoadedModel,
-    ck: Checkpoint,
-    inp: Inputs,
-    pre,
-    device,
-    batch_size: int,
-    on_batch: Callable[[int, np.ndarray], None],
-    bar,
-    check_inputs: bool,
-) -> str | None:
-    """Run one checkpoint over all inputs; call ``on_batch(start, probs)``. Returns why the
-    checkpoint is bad (non-finite weights or outputs), or None."""
-    n = len(inp)
-    starts = range(0, n, batch_size)
+def _check_finite_inputs(inp: Inputs) -> None:
+    """Float inputs must be finite (integer inputs cannot hold NaN); checked in chunks, so a
+    memory-mapped test set larger than memory is read once and not held."""
+    if np.dtype(inp.x.dtype).kind != "f":
+        return
+    for start in range(0, len(inp), 65536):
+        chunk = np.asarray(inp.x[start : start + 65536])
+        ok = np.isfinite(chunk.reshape(len(chunk), -1)).all(axis=1)
+        if not ok.all():
+            i = start + int(np.flatnonzero(~ok)[0])
+            raise InputError(f"{inp.source}: input {str(inp.ids[i])!r} holds NaN or infinite "
+                             "values; fix or drop such inputs (NCIP's scores would be "
+                             "meaningless)")
+
+
+def _pass(engine: Engine, lm: LoadedModel, ck: Checkpoint, inp: Inputs,
+          on_batch: Callable[[int, np.ndarray], None], bar) -> str | None:  # fmt: skip
+    """Run one checkpoint over all inputs through the engine; call ``on_batch(start, probs)``.
+    Returns why the checkpoint is bad (non-finite weights or outputs), or None."""
+    batches = -(-len(inp) // engine.batch_size)
     model = lm.load(ck)
     bad = _nonfinite_weight(model)
     if bad:
-        bar.update(len(starts))
+        bar.update(batches)
         return f"holds NaN or infinite weights (in {bad!r})"
-    model.eval()
-    for done, start in enumerate(starts):
-        xb = pre(inp.x[start : start + batch_size])
-        if check_inputs and xb.is_floating_point() and not bool(torch.isfinite(xb).all()):
-            rows = (~torch.isfinite(xb.reshape(len(xb), -1))).any(dim=1).nonzero().flatten()
-            raise InputError(
-                f"{inp.source}: input {str(inp.ids[start + int(rows[0])])!r} holds NaN or "
-                "infinite values; fix or drop such inputs (NCIP's scores would be "
-                "meaningless)"
-            )
-        z = logits_of(lm.model(xb.to(device))).float().cpu().numpy()
+    for done, (_, start, z, _) in enumerate(engine.run(lambda _i: None, 1, inp.x)):
         if not np.all(np.isfinite(z)):
-            bar.update(len(starts) - done)
+            bar.update(batches - done)
             return "produces NaN or infinite outputs"
         on_batch(start, softmax64(z))
         bar.update(1)
@@ -165,6 +159,9 @@ def rank(
     skip_bad: bool = False,
     seed: int = 0,
     show_progress: bool = True,
+    engine_path: str = "auto",
+    precision: str = "fp32",
+    compile: bool = False,
 ) -> Ranking:
     """Rank ``inputs`` by NCIP from a training run's ``checkpoints``; larger score = label first.
 
@@ -242,7 +239,10 @@ def rank(
     final, others = selected[-1], selected[:-1]
 
     n = len(inp)
-    batches = (n + batch_size - 1) // batch_size
+    _check_finite_inputs(inp)
+    engine = Engine(lm.model, dev, EngineConfig(path=engine_path, batch_size=batch_size,
+                                                precision=precision, compile=compile), pre)  # fmt: skip
+    batches = -(-n // engine.batch_size)
     bar = progress_bar(len(selected) * batches, "NCIP", enabled=show_progress, unit="batch")
     final_probs = np.empty((n, classes), dtype=np.float64)
 
@@ -250,14 +250,14 @@ def rank(
         final_probs[start : start + len(p)] = p
 
     bar.set_postfix_str(final.name, refresh=False)
-    why = _pass(lm, final, inp, pre, dev, batch_size, keep_final, bar, check_inputs=True)
+    why = _pass(engine, lm, final, inp, keep_final, bar)
     if why:
         _bad(final, why, True, skip_bad)
     acc = TVDAccumulator(final_probs)
     used = [final]
     for ck in others:
         bar.set_postfix_str(ck.name, refresh=False)
-        why = _pass(lm, ck, inp, pre, dev, batch_size, acc.add, bar, check_inputs=False)
+        why = _pass(engine, lm, ck, inp, acc.add, bar)
         if why:
             _bad(ck, why, False, skip_bad)
             acc.discard()
@@ -291,6 +291,7 @@ def rank(
         dropped=dropped,
         skipped=[{"file": f, "reason": r} for f, r in cs.skipped],
         preprocessing=pre.describe(),
+        engine={"path": engine.path, "batch_size": engine.batch_size, "precision": precision},
     )
     for row in record["checkpoints"]:
         row["selected"] = row["selected"] and Path(row["file"]).name in used_names

@@ -100,29 +100,13 @@ def significance_markdown(table: pd.DataFrame, unit: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def cost_table(costs: dict[str, dict]) -> str:
-    """Table 9: seconds per method group, from the stages' own measurements."""
+def cost_table(cost: dict) -> str:
+    """Table 9: seconds per method group, from metrics/cost.json (:mod:`ncip.cost`)."""
+    from ncip.cost import table9_rows
+
     cols = paper.COST_COLUMNS
     lines = ["| Subject | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
-    def ran(b: dict, m: str) -> bool:
-        return m in b and "skipped" not in b[m]
-
-    def score(b: dict, m: str) -> float:
-        return sum(b[m].get("score", {}).values()) if ran(b, m) else np.nan
-
-    def prep(b: dict, m: str) -> float:
-        return sum(v for k, v in b[m].items() if k.startswith("prepare")) if ran(b, m) else np.nan
-
-    for subject, c in sorted(costs.items()):
-        b, n = c.get("baselines", {}), c.get("ncip", {})
-        shared = b.get("final_model_inference", {}).get("seconds", 0.0)
-        row = [
-            score(b, "lsa") + score(b, "dsa"),
-            shared + sum(score(b, m) for m in ("entropy", "deepgini", "msp", "pcs")),
-            score(b, "dropout"), score(b, "nns"), score(b, "sets"),
-            prep(b, "effimap"), score(b, "effimap"), prep(b, "tdpr"), score(b, "tdpr"),
-            n.get("select", np.nan), n.get("predict", np.nan),
-        ]  # fmt: skip
+    for subject, row in table9_rows(cost).items():
         lines.append(f"| {subject} | " + " | ".join(_fmt(v, 2) for v in row) + " |")
         col = column_of(subject.split("/")[0])
         if col in paper.COST:

@@ -125,12 +125,11 @@ def apply_mutant(model: nn.Module, mutant: Mutant):
 
 
 @torch.inference_mode()
-def predict_labels(model, x, batch_size=1024) -> np.ndarray:
-    device = next(model.parameters()).device
-    out = []
-    for i in range(0, len(x), batch_size):
-        out.append(model(as_model_input(x[i : i + batch_size]).to(device)).argmax(1).cpu().numpy())
-    return np.concatenate(out)
+def predict_labels(model, x, batch_size=256) -> np.ndarray:
+    """Predicted classes through the inference engine (mutants act through forward hooks)."""
+    from ncip.predict import batched_outputs
+
+    return batched_outputs(model, x, batch_size).argmax(1)
 
 
 def search_mutants(model, split: Split, max_mutants: int, steps: int | None, seconds: float,

@@ -101,6 +101,9 @@ class ScoringContext:
     device: str = "cpu"
     batch_size: int = 1024
     costs: dict[str, dict[str, float]] = field(default_factory=dict)
+    # predict-probabilities' output (ncip.predict.Predictions): the final model's logits and
+    # features and every checkpoint's logits are read from it instead of running the models
+    predictions: Any = None
     _cache: dict[Any, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -138,11 +141,42 @@ class ScoringContext:
             self._cache["final_model"] = load_model(self.checkpoints()[-1].path, self.device)
         return self._cache["final_model"]
 
+    # which stored split holds the outputs of a cache key (final model; every checkpoint)
+    _STORED_FINAL = {"eval:test": "test", "eval:adv": "adv", "train": "train"}
+    _STORED_TRAJECTORY = {"eval:test": "test", "eval:adv": "adv", "labelled:test": "val",
+                          "labelled:adv": "val-adv"}  # fmt: skip
+
+    def _ids_of(self, x_key: str) -> np.ndarray:
+        if x_key == "train":
+            return self.train.ids
+        kind, _, name = x_key.partition(":")
+        return self.split(name).ids if kind == "eval" else self.labelled_for(name).ids
+
+    def _aligned(self, stored_ids: np.ndarray, x_key: str) -> np.ndarray:
+        want = np.asarray(self._ids_of(x_key)).astype(str)
+        have = np.asarray(stored_ids).astype(str)
+        if np.array_equal(have, want):
+            return np.arange(len(want))
+        pos = {v: i for i, v in enumerate(have)}
+        missing = [v for v in want if v not in pos]
+        if missing:
+            raise KeyError(f"the stored predictions lack {len(missing)} inputs of {x_key} (e.g. "
+                           f"{missing[0]!r}); re-run predict-probabilities")
+        return np.array([pos[v] for v in want])
+
     def outputs(self, x_key: str, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Final-model (logits, penultimate features) of an input array, cached by key."""
+        """Final-model (logits, penultimate features) of an input array, cached by key; read
+        from the stored predictions when they hold it."""
         from ncip.predict import batched_outputs
 
         key = ("outputs", x_key)
+        split = self._STORED_FINAL.get(x_key)
+        if key not in self._cache and self.predictions is not None and (
+            split in self.predictions.index.get("feature_splits", {})
+        ):
+            ids, z, f = self.predictions.final(split)
+            order = self._aligned(ids, x_key)
+            self._cache[key] = (z[order], f[order])
         if key not in self._cache:
             self._cache[key] = batched_outputs(
                 self.final_model(), x, self.batch_size, features=True,
@@ -157,6 +191,13 @@ class ScoringContext:
         from ncip.predict import batched_outputs
 
         key = ("trajectory", x_key)
+        split = self._STORED_TRAJECTORY.get(x_key)
+        if key not in self._cache and self.predictions is not None and (
+            split in self.predictions.splits
+        ):
+            _, ids, _, z = self.predictions.logits(split)
+            order = self._aligned(ids, x_key)
+            self._cache[key] = [z[e][order] for e in range(len(z))]
         if key not in self._cache:
             model = self.final_model()
             final_state = {k: v.clone() for k, v in model.state_dict().items()}

@@ -107,15 +107,34 @@ def lsa(train_at, train_pred, test_at, test_pred, var_threshold: float = VAR_THR
 
 
 def _nearest(query: np.ndarray, ref: np.ndarray, chunk: int = 1024) -> tuple[np.ndarray, np.ndarray]:
-    """Index of and distance to the nearest row of ``ref`` for every row of ``query``."""
+    """Index of and distance to the nearest row of ``ref`` for every row of ``query``.
+
+    Exact (the reference's brute force: Euclidean distances in float64, the first index on
+    ties), at matrix-product speed: ``|q|^2 + |r|^2 - 2 q.r`` finds the candidates within a
+    rounding tolerance of each row's minimum, and only those distances are computed exactly.
+    """
     r = torch.from_numpy(np.ascontiguousarray(ref, dtype=np.float64))
     q_all = torch.from_numpy(np.ascontiguousarray(query, dtype=np.float64))
+    r2 = (r * r).sum(dim=1)
+    scale = float(r2.max()) if len(r2) else 0.0
     idx = np.empty(len(query), dtype=np.int64)
     dist = np.empty(len(query))
     for sl in _chunks(len(query), chunk):
-        d = torch.cdist(q_all[sl], r, compute_mode="donot_use_mm_for_euclid_dist")
-        v, i = d.min(dim=1)
-        idx[sl], dist[sl] = i.numpy(), v.numpy()
+        q = q_all[sl]
+        q2 = (q * q).sum(dim=1)
+        d2 = q2[:, None] + r2[None, :] - 2.0 * (q @ r.T)
+        # float64 cancellation in d2 is below 1e-12 of the squared norms; 1e-9 is generous
+        tol = 1e-9 * (q2 + scale) + 1e-300
+        rows, cols = torch.nonzero(d2 <= (d2.min(dim=1).values + tol)[:, None], as_tuple=True)
+        exact = torch.sqrt(((q[rows] - r[cols]) ** 2).sum(dim=1))
+        # per row: the smallest exact distance, and the first column among equals
+        key = exact.numpy()
+        rows_np, cols_np = rows.numpy(), cols.numpy()
+        order = np.lexsort((cols_np, key, rows_np))
+        first = np.flatnonzero(np.r_[True, rows_np[order][1:] != rows_np[order][:-1]])
+        pick = order[first]
+        idx[sl] = cols_np[pick]
+        dist[sl] = key[pick]
     return idx, dist
 
 
