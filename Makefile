@@ -10,12 +10,14 @@ repro:  ## set up, get the dataset, reproduce the whole pipeline
 	$(VENV)/python -m ncip check-params params.yaml
 	PATH="$(CURDIR)/.venv/bin:$$PATH" $(VENV)/dvc repro
 
-test:  ## set up, run the whole test suite (CPU, a few minutes)
+test:  ## set up, lint and format check (ruff), run the whole test suite (CPU)
 	bash scripts/setup.sh
+	$(VENV)/ruff check . && $(VENV)/ruff format --check .
 	PATH="$(CURDIR)/.venv/bin:$$PATH" $(VENV)/python -m pytest -q
 
 test-fast:  ## the suite without the slow end-to-end DVC tests
 	bash scripts/setup.sh
+	$(VENV)/ruff check . && $(VENV)/ruff format --check .
 	PATH="$(CURDIR)/.venv/bin:$$PATH" $(VENV)/python -m pytest -q -m "not slow"
 
 sweep:  ## sensitivity to alpha and K as queued DVC experiments (after `make repro`)

@@ -30,7 +30,10 @@ def main(sizes: str = "50,100,200,400,800", k: int = 30, repeats: int = 3) -> No
     torch.manual_seed(0)
     model = create_model("lenet5", 10, 1)
     meta = {"num_classes": 10, "in_channels": 1}
-    print(f"{'candidates':>10} | {'select (s)':>10} | {'per ckpt (ms)':>13} | {'full loads (s)':>14} | ratio")
+    print(
+        f"{'candidates':>10} | {'select (s)':>10} | {'per ckpt (ms)':>13} | "
+        f"{'full loads (s)':>14} | ratio"
+    )
     print("-" * 66)
     with tempfile.TemporaryDirectory() as d:
         made = 0
@@ -54,8 +57,10 @@ def main(sizes: str = "50,100,200,400,800", k: int = 30, repeats: int = 3) -> No
             for c in list_checkpoints(d):
                 load_model(c.path)
             full = time.perf_counter() - t0
-            print(f"{m:>10} | {best:>10.3f} | {1000 * best / m:>13.2f} | {full:>14.3f} | "
-                  f"{full / best:5.1f}x")
+            print(
+                f"{m:>10} | {best:>10.3f} | {1000 * best / m:>13.2f} | {full:>14.3f} | "
+                f"{full / best:5.1f}x"
+            )
 
 
 if __name__ == "__main__":

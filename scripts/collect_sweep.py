@@ -8,15 +8,17 @@ import typer
 import yaml
 
 from ncip.figures import line_figure
-from ncip.io import atomic_path, write_text
+from ncip.io import write_csv, write_text
 from ncip.stage import StageError, stage_main
 
 app = typer.Typer(add_completion=False)
 # swept parameter (also the experiments' name part) -> axis label
 AXES = {"alpha": "alpha (candidate-pool ratio)", "k": "K (checkpoints selected)"}
 # metric -> (label, the paper's figure, cell format)
-METRICS = {"rauc_all": ("RAUC-ALL", "Fig. 8", "{:.3f}"),
-           "fault_types_5pct": ("fault types at a 5% budget", "Fig. 7", "{:.0f}")}  # fmt: skip
+METRICS = {
+    "rauc_all": ("RAUC-ALL", "Fig. 8", "{:.3f}"),
+    "fault_types_5pct": ("fault types at a 5% budget", "Fig. 7", "{:.0f}"),
+}
 
 
 def experiments(node, found=None):
@@ -51,30 +53,49 @@ def main(
             continue
         clean = m.get("metrics/clean.json", {})
         for s in subjects:
-            rows.append({"experiment": name, "sweep": name.split("-")[1], "alpha": p.get("alpha"),
-                         "k": p.get("k"), "subject": s,
-                         "rauc_all": clean.get("rauc_all", {}).get("ncip", {}).get(s),
-                         "fault_types_5pct": clean.get("fault_types_5pct", {}).get("ncip", {}).get(s)})  # fmt: skip
+            rows.append(
+                {
+                    "experiment": name,
+                    "sweep": name.split("-")[1],
+                    "alpha": p.get("alpha"),
+                    "k": p.get("k"),
+                    "subject": s,
+                    "rauc_all": clean.get("rauc_all", {}).get("ncip", {}).get(s),
+                    "fault_types_5pct": clean.get("fault_types_5pct", {}).get("ncip", {}).get(s),
+                }
+            )
     df = pd.DataFrame(rows).drop_duplicates(["experiment", "subject"])
     if df.empty:
         raise StageError(f"no sweep-* experiments in {exps}; run scripts/sweep.sh")
-    lines = ["NCIP's RAUC-ALL and fault types at a 5% budget on clean data, from the `sweep-*` "
-             "DVC experiments (`make sweep`). alpha varies with K at its default and vice versa; "
-             "where K is at least the pool size the whole pool is used.", ""]  # fmt: skip
+    lines = [
+        "NCIP's RAUC-ALL and fault types at a 5% budget on clean data, from the `sweep-*` "
+        "DVC experiments (`make sweep`). alpha varies with K at its default and vice versa; "
+        "where K is at least the pool size the whole pool is used.",
+        "",
+    ]
     for x in AXES:
         part = df[df["sweep"] == x].sort_values(x)
         if part.empty:
             continue
         for metric, (label, fig, value) in METRICS.items():
             wide = part.pivot(index=x, columns="subject", values=metric).reset_index()
-            with atomic_path(plots_dir / f"{x}-{metric}.csv") as tmp:
-                wide.to_csv(tmp, index=False)
-            line_figure(wide, x, plots_dir / f"{x}-{metric}.png",
-                        f"NCIP {label} against {x} (paper {fig})", AXES[x], label,
-                        highlight="", legend_title="subject")  # fmt: skip
-            lines += [f"### {label} against {x} (paper {fig})", "",
-                      "| " + x + " | " + " | ".join(wide.columns[1:]) + " |",
-                      "|---:|" + "---:|" * (len(wide.columns) - 1)]  # fmt: skip
+            write_csv(plots_dir / f"{x}-{metric}.csv", wide)
+            line_figure(
+                wide,
+                x,
+                plots_dir / f"{x}-{metric}.png",
+                f"NCIP {label} against {x} (paper {fig})",
+                AXES[x],
+                label,
+                highlight="",
+                legend_title="subject",
+            )
+            lines += [
+                f"### {label} against {x} (paper {fig})",
+                "",
+                "| " + x + " | " + " | ".join(wide.columns[1:]) + " |",
+                "|---:|" + "---:|" * (len(wide.columns) - 1),
+            ]
             for r in wide.itertuples(index=False):
                 cells = [f"{r[0]:g}"] + ["–" if pd.isna(v) else value.format(v) for v in r[1:]]
                 lines.append("| " + " | ".join(cells) + " |")

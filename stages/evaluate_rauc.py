@@ -2,30 +2,16 @@
 
 from pathlib import Path
 
-import pandas as pd
 import typer
 
-from ncip.evaluation import (
-    ABLATION,
-    aggregate,
-    attack_table,
-    detection_curve,
-    evaluate_table,
-    fault_curve,
-    markdown_table,
-    method_order,
-    nested,
-)
+from ncip import evaluation as ev
 from ncip.figures import line_figure
-from ncip.io import atomic_path, write_json, write_text
+from ncip.io import write_csv, write_json, write_text
 from ncip.scoretable import read_score_tables
-from ncip.stage import StageError, read_record, split_list, stage_main
+from ncip.stage import StageError, read_records, split_list, stage_main
 from ncip.subjects import load_study
 
 app = typer.Typer(add_completion=False)
-
-METRICS = ["rauc_100", "rauc_200", "rauc_500", "rauc_1000", "rauc_all", "apfd", "fault_types_5pct"]
-FRACTIONS = tuple(range(1, 11))
 
 
 @app.command()
@@ -33,8 +19,8 @@ FRACTIONS = tuple(range(1, 11))
 def main(
     params: Path = typer.Option(Path("params.yaml"), help="reads `subjects` and `runs` from it"),
     scores: Path = typer.Option(Path("scores"), help="root of the score tables"),
-    seed: int = typer.Option(0, help="seed of the tie-break permutation"),
-    budgets: str = typer.Option("100,200,500,1000", help="RAUC-n budgets, comma-separated"),
+    seed: int = typer.Option(..., help="seed of the tie-break permutation"),
+    budgets: str = typer.Option(..., help="RAUC-n budgets, comma-separated"),
     attack_metrics: Path | None = typer.Option(None, help="generate-adversarial reports (JSON)"),
     metrics_dir: Path = typer.Option(Path("metrics")),
     plots_dir: Path = typer.Option(Path("plots")),
@@ -43,79 +29,39 @@ def main(
     ns = tuple(int(b) for b in split_list(budgets))
     if any(b <= 0 for b in ns):
         raise StageError(f"budgets must be positive, got {budgets}")
-    table = read_score_tables(scores)
-    table = table[table["subject"].isin(subjects) & table["run"].isin(runs)]
-    have = set(zip(table["subject"], table["run"], strict=True))
-    missing = [f"{s}/run-{r}" for s in subjects for r in runs if (s, r) not in have]
-    if missing:
-        raise StageError(f"no scores for {', '.join(missing)}; run the scoring stages first")
-
-    per_order = evaluate_table(table, seed, ns, FRACTIONS)
-    mean, std = aggregate(per_order)
-    metric_names = [f"rauc_{n}" for n in ns] + ["rauc_all", "apfd", "fault_types_5pct"]
-    attacks = {}
-    if attack_metrics is not None and attack_metrics.is_dir():
-        for s in subjects:
-            for r in runs:
-                f = attack_metrics / f"{s}-run-{r}.json"
-                if f.exists():
-                    attacks[f"{s}/run-{r}"] = read_record(f, "generate-adversarial")
-    write_json(metrics_dir / "clean.json", nested(mean, "test", metric_names))
-    write_json(metrics_dir / "adversarial.json", nested(mean, "adv", metric_names))
-    acc = table.drop_duplicates(["subject", "run", "split", "sample_id"])
-    acc = acc.assign(correct=acc["label"] == acc["pred"])
-    accuracy = acc.groupby(["split", "subject"])["correct"].mean()
-    write_json(metrics_dir / "accuracy.json",
-               {sp: {s: round(float(v), 6) for s, v in accuracy[sp].items()}
-                for sp in accuracy.index.get_level_values(0).unique()})  # fmt: skip
-    with atomic_path(metrics_dir / "per_ordering.csv") as tmp:
-        per_order.to_csv(tmp, index=False)
-    write_text(metrics_dir / "tables.md", _tables(mean, std, ns, len(runs), attacks))
-
+    table = ev.study_scores(read_score_tables(scores), subjects, runs)
+    per_order = ev.evaluate_table(table, seed, ns, ev.FRACTIONS)
+    mean, std = ev.aggregate(per_order)
+    keys = {f"{s}/run-{r}": f"{s}-run-{r}.json" for s in subjects for r in runs}
+    attacks = read_records(attack_metrics, keys, "generate-adversarial") if attack_metrics else {}
+    write_json(metrics_dir / "clean.json", ev.nested(mean, "test", ev.metric_names(ns)))
+    write_json(metrics_dir / "adversarial.json", ev.nested(mean, "adv", ev.metric_names(ns)))
+    write_json(metrics_dir / "accuracy.json", ev.accuracy(table))
+    write_csv(metrics_dir / "per_ordering.csv", per_order)
+    write_text(metrics_dir / "tables.md", ev.tables_markdown(mean, std, ns, len(runs), attacks))
     for s in subjects:
-        fc = fault_curve(per_order, s, "test", FRACTIONS)
-        dc = detection_curve(table, s, "test", seed)
-        for name, df in (("fault_diversity", fc), ("detection", dc)):
-            with atomic_path(plots_dir / name / f"{s}.csv") as tmp:
-                df.to_csv(tmp, index=False)
-        line_figure(fc, "budget_pct", plots_dir / "figures" / f"fault_diversity-{s}.png",
-                    f"Fault diversity on clean {s} (paper Fig. 5)", "budget (% of test set)",
-                    "distinct (true → predicted) faults")  # fmt: skip
-        line_figure(dc, "inspected", plots_dir / "figures" / f"detection-{s}.png",
-                    f"Faults found vs inputs inspected, clean {s}", "inputs inspected",
-                    "misclassified inputs found")  # fmt: skip
-
-
-def _tables(mean: pd.DataFrame, std: pd.DataFrame, ns, n_runs: int, attacks: dict) -> str:
-    sd = std if n_runs > 1 else None
-    note = f"mean ± std over {n_runs} training runs" if n_runs > 1 else "one training run"
-    baselines = method_order(m for m in mean["method"].unique() if m not in ABLATION or m == "ncip")
-    out = [f"# Prioritization results ({note})\n",
-           "Generated by `evaluate-rauc`; best value per subject in bold.\n"]  # fmt: skip
-    out += ["## RAUC-ALL on clean data (paper Table 3)\n",
-            markdown_table(mean, "test", "rauc_all", baselines, std=sd)]  # fmt: skip
-    for n in ns:
-        ref = " (paper Table 4)" if n == 500 else ""
-        out += [f"## RAUC-{n} on clean data{ref}\n",
-                markdown_table(mean, "test", f"rauc_{n}", baselines, std=sd)]  # fmt: skip
-    out += ["## APFD on clean data\n", markdown_table(mean, "test", "apfd", baselines, std=sd)]
-    out += ["## Ablation: fault types at a 5% budget (paper Table 7)\n",
-            markdown_table(mean, "test", "fault_types_5pct", ABLATION, digits=0, std=sd),
-            "## Ablation: RAUC-ALL (paper Table 8)\n",
-            markdown_table(mean, "test", "rauc_all", ABLATION, std=sd)]  # fmt: skip
-    out += ["TVD uses the last K checkpoints; +NC uses the NC-selected ones instead; +Margin adds "
-            "zscore(1 - margin of the final model). NCIP = TVD+NC+Margin.\n"]  # fmt: skip
-    if (mean["split"] == "adv").any():
-        out += ["## Adversarial data: RAUC-500 (paper Table 6, left)\n",
-                "One combined set of FGSM, PGD, BIM and CW inputs per subject.\n",
-                markdown_table(mean, "adv", "rauc_500", baselines, std=sd, avg=True),
-                "## Adversarial data: RAUC-ALL (paper Table 6, right)\n",
-                markdown_table(mean, "adv", "rauc_all", baselines, std=sd, avg=True),
-                "## Adversarial data: ablation RAUC-ALL\n",
-                markdown_table(mean, "adv", "rauc_all", ABLATION, std=sd)]  # fmt: skip
-    if attacks:
-        out += ["## Attacks on the test split (paper Table 2 settings)\n", attack_table(attacks)]
-    return "\n".join(out)
+        curves = {
+            "fault_diversity": ev.fault_curve(per_order, s, "test", ev.FRACTIONS),
+            "detection": ev.detection_curve(table, s, "test", seed),
+        }
+        for name, df in curves.items():  # long: one row per (x, method), for DVC's plots
+            write_csv(plots_dir / name / f"{s}.csv", ev.long_curve(df))
+        line_figure(
+            curves["fault_diversity"],
+            "budget_pct",
+            plots_dir / "figures" / f"fault_diversity-{s}.png",
+            f"Fault diversity on clean {s} (paper Fig. 5)",
+            "budget (% of test set)",
+            "distinct (true → predicted) faults",
+        )
+        line_figure(
+            curves["detection"],
+            "inspected",
+            plots_dir / "figures" / f"detection-{s}.png",
+            f"Faults found vs inputs inspected, clean {s}",
+            "inputs inspected",
+            "misclassified inputs found",
+        )
 
 
 if __name__ == "__main__":

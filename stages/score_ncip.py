@@ -35,18 +35,37 @@ def main(
         stack = preds.stack(split, needed)
         final = stack.at([plan["final_epoch"]])
         pred = final.probs[0].argmax(axis=1)
-        variants = ablation_scores(stack, plan["selected_epochs"], plan["last_k_epochs"],
-                                   plan["final_epoch"])  # fmt: skip
+        variants = ablation_scores(
+            stack, plan["selected_epochs"], plan["last_k_epochs"], plan["final_epoch"]
+        )
         for method, s in variants.items():
-            parts.append(score_rows(plan["subject"], plan["run"], split, stack.sample_id,
-                                    stack.label, pred, method, s))  # fmt: skip
+            parts.append(
+                score_rows(
+                    plan["subject"],
+                    plan["run"],
+                    split,
+                    stack.sample_id,
+                    stack.label,
+                    pred,
+                    method,
+                    s,
+                )
+            )
     write_parquet(out, pd.concat(parts, ignore_index=True))
     # NCIP's share of the shared prediction run: its checkpoints on the sets it ranks
     sizes = preds.index["splits"]
-    share = (len(needed) / len(preds.epochs)) * (sum(sizes[s] for s in scored) / sum(sizes.values()))
-    write_json(cost_out, {"select": plan["seconds"], "predict": preds.index["seconds"] * share,
-                          "predicted_checkpoints": len(needed),
-                          "score": time.perf_counter() - t0})  # fmt: skip
+    share = (len(needed) / len(preds.epochs)) * (
+        sum(sizes[s] for s in scored) / sum(sizes.values())
+    )
+    write_json(
+        cost_out,
+        {
+            "select": plan["seconds"],
+            "predict": preds.index["seconds"] * share,
+            "predicted_checkpoints": len(needed),
+            "score": time.perf_counter() - t0,
+        },
+    )
 
 
 if __name__ == "__main__":

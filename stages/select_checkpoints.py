@@ -8,7 +8,7 @@ import pandas as pd
 import typer
 
 from ncip.checkpoints import list_checkpoints, read_head
-from ncip.collapse import candidate_pool, plan_selection, sigma_cos
+from ncip.collapse import ALPHA, K, candidate_pool, plan_selection, sigma_cos
 from ncip.io import write_csv, write_json
 from ncip.logs import log, progress
 from ncip.stage import StageError, check_outputs, stage_main
@@ -20,8 +20,8 @@ app = typer.Typer(add_completion=False)
 @stage_main
 def main(
     checkpoints: Path = typer.Option(..., help="directory of epoch-XXX.safetensors"),
-    k: int = typer.Option(30, help="number of checkpoints to select (paper: 30)"),
-    alpha: float = typer.Option(0.9, help="candidate pool: the last round(alpha*m) checkpoints"),
+    k: int = typer.Option(K, help="number of checkpoints to select (paper: 30)"),
+    alpha: float = typer.Option(ALPHA, help="candidate pool: the last round(alpha*m) checkpoints"),
     out: Path = typer.Option(..., help="selection record (JSON)"),
     plot_out: Path = typer.Option(..., help="sigma_cos per epoch (CSV) for dvc plots"),
 ) -> None:
@@ -58,8 +58,9 @@ def main(
     )
     write_csv(plot_out, table)
     write_json(out, plan)
-    log.info("selected %d of %d checkpoints: %s", len(selected), len(infos),
-             plan["selected_epochs"])  # fmt: skip
+    log.info(
+        "selected %d of %d checkpoints: %s", len(selected), len(infos), plan["selected_epochs"]
+    )
 
 
 if __name__ == "__main__":

@@ -7,8 +7,8 @@ import typer
 from ncip.data import load_info, load_split
 from ncip.external import import_external
 from ncip.io import write_csv
-from ncip.stage import StageError, check_outputs, stage_main
-from ncip.subjects import external_specs, parse_subject
+from ncip.stage import StageError, check_outputs, default, stage_main
+from ncip.subjects import VARIANT_STRENGTH, external_specs, parse_subject
 from ncip.training import TrainConfig, train_with_checkpoints
 
 app = typer.Typer(add_completion=False)
@@ -22,15 +22,15 @@ def main(
     out: Path = typer.Option(..., help="checkpoint directory (epoch-XXX.safetensors)"),
     work: Path = typer.Option(..., help="resume state, kept until training completes"),
     history_out: Path = typer.Option(..., help="per-epoch table (CSV) for dvc plots"),
-    epochs: int = typer.Option(60, min=1),
-    batch_size: int = typer.Option(128, min=1),
-    optimizer: str = typer.Option("adam", help="adam or sgd"),
-    lr: float = typer.Option(1e-3),
-    momentum: float = typer.Option(0.9, help="SGD momentum"),
-    weight_decay: float = typer.Option(0.0),
-    schedule: str = typer.Option("none", help="none or cosine"),
-    mixup_alpha: float = typer.Option(0.2, help="used by the -mixup variant"),
-    label_smoothing: float = typer.Option(0.1, help="used by the -ls variant"),
+    epochs: int = typer.Option(default(TrainConfig, "epochs"), min=1),
+    batch_size: int = typer.Option(default(TrainConfig, "batch_size"), min=1),
+    optimizer: str = typer.Option(default(TrainConfig, "optimizer"), help="adam or sgd"),
+    lr: float = typer.Option(default(TrainConfig, "lr")),
+    momentum: float = typer.Option(default(TrainConfig, "momentum"), help="SGD momentum"),
+    weight_decay: float = typer.Option(default(TrainConfig, "weight_decay")),
+    schedule: str = typer.Option(default(TrainConfig, "schedule"), help="none or cosine"),
+    mixup_alpha: float = typer.Option(VARIANT_STRENGTH["mixup"], help="used by the -mixup variant"),
+    label_smoothing: float = typer.Option(VARIANT_STRENGTH["ls"], help="used by the -ls variant"),
     seed: int = typer.Option(0),
     run: int = typer.Option(0, min=0, help="repetition; trains with seed*1000 + run"),
     device: str = typer.Option("auto", help="auto, cpu or cuda[:N]"),
@@ -46,20 +46,27 @@ def main(
         write_csv(history_out, hist)
         return
     cfg = TrainConfig(
-        arch=s.model, epochs=epochs, batch_size=batch_size, optimizer=optimizer, lr=lr,
-        momentum=momentum, weight_decay=weight_decay, schedule=schedule,
+        arch=s.model,
+        epochs=epochs,
+        batch_size=batch_size,
+        optimizer=optimizer,
+        lr=lr,
+        momentum=momentum,
+        weight_decay=weight_decay,
+        schedule=schedule,
         mixup_alpha=mixup_alpha if s.variant == "mixup" else 0.0,
         label_smoothing=label_smoothing if s.variant == "ls" else 0.0,
         seed=seed * 1000 + run,
-    )  # fmt: skip
+    )
     cfg.validate()
     check_outputs(history_out, dirs=[out, work])
     info = load_info(data)
     if info.name != s.dataset:
         raise StageError(f"{data} holds {info.name}, but subject {subject} trains on {s.dataset}")
     splits = {n: load_split(data / f"{n}.npz", info) for n in ("train", "val", "test")}
-    hist = train_with_checkpoints(cfg, info, splits, out, work, subject=subject, run=run,
-                                  device=device)  # fmt: skip
+    hist = train_with_checkpoints(
+        cfg, info, splits, out, work, subject=subject, run=run, device=device
+    )
     write_csv(history_out, hist)
 
 

@@ -40,8 +40,10 @@ def make_cifar10(raw: Path, per_batch=20) -> None:
     d.mkdir(parents=True)
     rng = np.random.default_rng(0)
     for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
-        batch = {b"data": rng.integers(0, 256, (per_batch, 3072), dtype=np.uint8),
-                 b"labels": [i % 10 for i in range(per_batch)]}  # fmt: skip
+        batch = {
+            b"data": rng.integers(0, 256, (per_batch, 3072), dtype=np.uint8),
+            b"labels": [i % 10 for i in range(per_batch)],
+        }
         with open(d / name, "wb") as f:
             pickle.dump(batch, f)
     with open(d / "batches.meta", "wb") as f:
@@ -58,5 +60,47 @@ def tiny_run(tmp_path_factory):
     info, splits = prepare_dataset("digits")
     save_prepared(d / "data", info, splits)
     cfg = TrainConfig(arch="lenet5", epochs=6, batch_size=64, seed=0)
-    hist = train_with_checkpoints(cfg, info, splits, d / "models", d / "work", subject="digits-lenet5")
+    hist = train_with_checkpoints(
+        cfg, info, splits, d / "models", d / "work", subject="digits-lenet5"
+    )
     return {"dir": d, "info": info, "splits": splits, "cfg": cfg, "history": hist}
+
+
+def copy_project(d: Path) -> None:
+    """What a fresh clone has that `dvc repro` uses: dvc.yaml, params.yaml, the code, the
+    tracked metrics/sensitivity.md and data/external/README.md (DVC's plot template is copied
+    by :func:`copy_plot_templates` after `dvc init`)."""
+    import shutil
+
+    for name in ("dvc.yaml", "params.yaml"):
+        shutil.copy(ROOT / name, d / name)
+    for folder in ("stages", "scripts"):
+        shutil.copytree(ROOT / folder, d / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        ROOT / "src", d / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+    )
+    for f in ("metrics/sensitivity.md", "data/external/README.md"):
+        (d / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / f, d / f)
+
+
+def copy_plot_templates(d: Path) -> None:
+    """The project's DVC plot templates (.dvc/plots), into a repo after `dvc init`."""
+    import shutil
+
+    shutil.copytree(ROOT / ".dvc" / "plots", d / ".dvc" / "plots", dirs_exist_ok=True)
+
+
+def dvc_env() -> dict:
+    """The environment the end-to-end tests run git and DVC with."""
+    import sys
+
+    return {
+        **os.environ,
+        "DVC_NO_ANALYTICS": "1",
+        "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }

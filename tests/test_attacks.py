@@ -73,9 +73,13 @@ def test_bad_attack_names_and_parameters():
         check_attack_names(["fgsm", "deepfool"])
     with pytest.raises(ValueError, match="twice"):
         check_attack_names(["pgd", "pgd"])
-    for cfg, match in ((AttackConfig(eps=0), "eps"), (AttackConfig(eps=2.0), "eps"),
-                       (AttackConfig(step=0.5), "step"), (AttackConfig(cw_c=0), "cw_c"),
-                       (AttackConfig(steps=0), "steps")):  # fmt: skip
+    for cfg, match in (
+        (AttackConfig(eps=0), "eps"),
+        (AttackConfig(eps=2.0), "eps"),
+        (AttackConfig(step=0.5), "step"),
+        (AttackConfig(cw_c=0), "cw_c"),
+        (AttackConfig(steps=0), "steps"),
+    ):
         with pytest.raises(ValueError, match=match):
             cfg.validate()
     assert parse_number("8/255") == pytest.approx(8 / 255)
@@ -93,12 +97,24 @@ def test_stage_writes_sets_and_report_and_rejects_bad_input(tiny_run, tmp_path):
         save_split(small / f"{name}.npz", tiny_run["splits"][name].subset(np.arange(30)))
     (small / "info.json").write_text((d / "data" / "info.json").read_text())
     out, rep = tmp_path / "adv", tmp_path / "attacks.json"
-    r = invoke("generate_adversarial", "--checkpoints", d / "models", "--data", small,
-               "--out", out, "--metrics-out", rep, "--cw-steps", 5)  # fmt: skip
+    r = invoke(
+        "generate_adversarial",
+        "--checkpoints",
+        d / "models",
+        "--data",
+        small,
+        "--out",
+        out,
+        "--metrics-out",
+        rep,
+        "--cw-steps",
+        5,
+    )
     assert r.exit_code == 0, r.output
     names = sorted(p.name for p in out.glob("*.npz"))
-    assert names == sorted([f"{p}{s}.npz" for p in ("adv", "val-adv")
-                            for s in ("", "-fgsm", "-pgd", "-bim", "-cw")])  # fmt: skip
+    assert names == sorted(
+        [f"{p}{s}.npz" for p in ("adv", "val-adv") for s in ("", "-fgsm", "-pgd", "-bim", "-cw")]
+    )
     report = json.loads(rep.read_text())
     for a in ATTACKS:
         t = report["attacks"][a]["test"]
@@ -106,10 +122,32 @@ def test_stage_writes_sets_and_report_and_rejects_bad_input(tiny_run, tmp_path):
         assert 0 <= t["success_rate"] <= 1
     assert report["attacks"]["fgsm"]["test"]["linf_max"] <= 8 / 255 + 1e-6
     before = sorted(out.iterdir())
-    r = invoke("generate_adversarial", "--checkpoints", d / "models", "--data", small,
-               "--out", out, "--metrics-out", rep, "--attacks", "fgsm,jsma")  # fmt: skip
+    r = invoke(
+        "generate_adversarial",
+        "--checkpoints",
+        d / "models",
+        "--data",
+        small,
+        "--out",
+        out,
+        "--metrics-out",
+        rep,
+        "--attacks",
+        "fgsm,jsma",
+    )
     assert r.exit_code == 2 and "unknown attack" in r.output
     assert sorted(out.iterdir()) == before
-    r = invoke("generate_adversarial", "--checkpoints", d / "models", "--data", small,
-               "--out", out, "--metrics-out", rep, "--eps", "8/0")  # fmt: skip
+    r = invoke(
+        "generate_adversarial",
+        "--checkpoints",
+        d / "models",
+        "--data",
+        small,
+        "--out",
+        out,
+        "--metrics-out",
+        rep,
+        "--eps",
+        "8/0",
+    )
     assert r.exit_code == 2 and "8/0" in r.output

@@ -45,12 +45,24 @@ def base(tiny_run, tmp_path_factory):
     src = tiny_run["dir"]
     shutil.copytree(src / "data", d / "data")
     shutil.copytree(src / "models", d / "models")
-    r = runner.invoke(stage_app("select_checkpoints"), ["--checkpoints", str(d / "models"), "--k",
-                      "3", "--out", str(d / "sel.json"), "--plot-out", str(d / "s.csv")])  # fmt: skip
+    r = runner.invoke(
+        stage_app("select_checkpoints"),
+        [
+            "--checkpoints",
+            str(d / "models"),
+            "--k",
+            "3",
+            "--out",
+            str(d / "sel.json"),
+            "--plot-out",
+            str(d / "s.csv"),
+        ],
+    )
     assert r.exit_code == 0, r.output
-    r = runner.invoke(stage_app("predict_probabilities"), ["--checkpoints", str(d / "models"),
-                      "--data", str(d / "data"),
-                      "--out", str(d / "pred")])  # fmt: skip
+    r = runner.invoke(
+        stage_app("predict_probabilities"),
+        ["--checkpoints", str(d / "models"), "--data", str(d / "data"), "--out", str(d / "pred")],
+    )
     assert r.exit_code == 0, r.output
     with np.load(d / "data" / "test.npz") as z:
         np.savez(d / "test.npz", x=z["x"], y=z["y"], ids=z["ids"])
@@ -90,13 +102,19 @@ def nan_input(t, b):
 
 def nan_final(t, b):
     m = copy_models(t, b)
-    corrupt(m / "epoch-006.safetensors", lambda sd: sd["backbone.1.weight"].view(-1).__setitem__(0, float("nan")))
+    corrupt(
+        m / "epoch-006.safetensors",
+        lambda sd: sd["backbone.1.weight"].view(-1).__setitem__(0, float("nan")),
+    )
     return "rank", [m, "--inputs", b / "test.npz", "--out", t / "r.csv"], [t / "r.csv"]
 
 
 def nan_selected(t, b):
     m = copy_models(t, b)
-    corrupt(m / "epoch-005.safetensors", lambda sd: sd["backbone.1.weight"].view(-1).__setitem__(0, float("inf")))
+    corrupt(
+        m / "epoch-005.safetensors",
+        lambda sd: sd["backbone.1.weight"].view(-1).__setitem__(0, float("inf")),
+    )
     return "rank", [m, "--inputs", b / "test.npz", "--out", t / "r.csv", "--k", 5], [t / "r.csv"]
 
 
@@ -109,8 +127,11 @@ def nan_head_rank(t, b):
 def nan_head_select(t, b):
     m = copy_models(t, b)
     corrupt(m / "epoch-004.safetensors", lambda sd: sd["head.weight"].fill_(float("nan")))
-    return "select_checkpoints", ["--checkpoints", m, "--out", t / "s.json", "--plot-out",
-                                  t / "s.csv"], [t / "s.json", t / "s.csv"]  # fmt: skip
+    return (
+        "select_checkpoints",
+        ["--checkpoints", m, "--out", t / "s.json", "--plot-out", t / "s.csv"],
+        [t / "s.json", t / "s.csv"],
+    )
 
 
 def stray_checkpoint(t, b):
@@ -119,16 +140,28 @@ def stray_checkpoint(t, b):
 
     m = copy_models(t, b)
     torch.manual_seed(1)
-    save_checkpoint(m / "epoch-007.safetensors", create_model("lenet5", 10), {
-        "epoch": 7, "num_classes": 10, "subject": "fmnist-lenet5", "run": 0,
-        "input_shape": [1, 28, 28], "in_channels": 1})  # fmt: skip
+    save_checkpoint(
+        m / "epoch-007.safetensors",
+        create_model("lenet5", 10),
+        {
+            "epoch": 7,
+            "num_classes": 10,
+            "subject": "fmnist-lenet5",
+            "run": 0,
+            "input_shape": [1, 28, 28],
+            "in_channels": 1,
+        },
+    )
     return "rank", [m, "--inputs", b / "test.npz", "--out", t / "r.csv"], [t / "r.csv"]
 
 
 def stray_checkpoint_select(t, b):
     cmd, args, _ = stray_checkpoint(t, b)
-    return "select_checkpoints", ["--checkpoints", t / "models", "--out", t / "s.json",
-                                  "--plot-out", t / "s.csv"], [t / "s.json"]  # fmt: skip
+    return (
+        "select_checkpoints",
+        ["--checkpoints", t / "models", "--out", t / "s.json", "--plot-out", t / "s.csv"],
+        [t / "s.json"],
+    )
 
 
 def float_255(t, b):
@@ -177,8 +210,11 @@ def truncated_safetensors_select(t, b):
     m = copy_models(t, b)
     f = m / "epoch-003.safetensors"
     f.write_bytes(f.read_bytes()[:500])
-    return "select_checkpoints", ["--checkpoints", m, "--out", t / "s.json", "--plot-out",
-                                  t / "s.csv"], [t / "s.json"]  # fmt: skip
+    return (
+        "select_checkpoints",
+        ["--checkpoints", m, "--out", t / "s.json", "--plot-out", t / "s.csv"],
+        [t / "s.json"],
+    )
 
 
 def out_is_folder(t, b):
@@ -190,17 +226,33 @@ def out_is_folder(t, b):
 def pickled_module(t, b):
     torch.save(torch.nn.Linear(2, 2), t / "epoch_1.pt")
     torch.save(torch.nn.Linear(2, 2).state_dict(), t / "epoch_2.pt")
-    return "rank", [t, "--model", "torchvision:resnet18", "--inputs", b / "test.npz", "--out",
-                    t / "r.csv"], [t / "r.csv"]  # fmt: skip
+    return (
+        "rank",
+        [t, "--model", "torchvision:resnet18", "--inputs", b / "test.npz", "--out", t / "r.csv"],
+        [t / "r.csv"],
+    )
 
 
 def only_junk(t, b):
     (t / "ck").mkdir()
     (t / "ck" / "notes.txt").write_text("hi")
-    torch.save(torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), 0.1).state_dict(),
-               t / "ck" / "optimizer.pt")  # fmt: skip
-    return "rank", [t / "ck", "--model", "torchvision:resnet18", "--inputs", b / "test.npz",
-                    "--out", t / "r.csv"], [t / "r.csv"]  # fmt: skip
+    torch.save(
+        torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), 0.1).state_dict(),
+        t / "ck" / "optimizer.pt",
+    )
+    return (
+        "rank",
+        [
+            t / "ck",
+            "--model",
+            "torchvision:resnet18",
+            "--inputs",
+            b / "test.npz",
+            "--out",
+            t / "r.csv",
+        ],
+        [t / "r.csv"],
+    )
 
 
 def one_checkpoint(t, b):
@@ -210,8 +262,11 @@ def one_checkpoint(t, b):
 
 
 def k_one(t, b):
-    return "rank", [b / "models", "--inputs", b / "test.npz", "--out", t / "r.csv", "--k", 1], [
-        t / "r.csv"]  # fmt: skip
+    return (
+        "rank",
+        [b / "models", "--inputs", b / "test.npz", "--out", t / "r.csv", "--k", 1],
+        [t / "r.csv"],
+    )
 
 
 def truncated_idx(t, b):
@@ -219,16 +274,22 @@ def truncated_idx(t, b):
     make_idx_dataset(raw)
     f = raw / "train-images-idx3-ubyte.gz"
     f.write_bytes(f.read_bytes()[:200])  # a broken download
-    return "prepare_data", ["--subject", "fmnist-lenet5", "--raw-root", t / "raw", "--out",
-                            t / "prep"], [t / "prep"]  # fmt: skip
+    return (
+        "prepare_data",
+        ["--subject", "fmnist-lenet5", "--raw-root", t / "raw", "--out", t / "prep"],
+        [t / "prep"],
+    )
 
 
 def garbage_gz(t, b):
     raw = t / "raw" / "fashion-mnist"
     make_idx_dataset(raw)
     (raw / "t10k-labels-idx1-ubyte.gz").write_bytes(b"this is no gzip stream at all")
-    return "prepare_data", ["--subject", "fmnist-lenet5", "--raw-root", t / "raw", "--out",
-                            t / "prep"], [t / "prep"]  # fmt: skip
+    return (
+        "prepare_data",
+        ["--subject", "fmnist-lenet5", "--raw-root", t / "raw", "--out", t / "prep"],
+        [t / "prep"],
+    )
 
 
 def trailing_idx(t, b):
@@ -236,8 +297,11 @@ def trailing_idx(t, b):
     make_idx_dataset(raw, gz=False)
     with open(raw / "train-labels-idx1-ubyte", "ab") as f:
         f.write(b"\x01\x02\x03")
-    return "prepare_data", ["--subject", "fmnist-lenet5", "--raw-root", t / "raw", "--out",
-                            t / "prep"], [t / "prep"]  # fmt: skip
+    return (
+        "prepare_data",
+        ["--subject", "fmnist-lenet5", "--raw-root", t / "raw", "--out", t / "prep"],
+        [t / "prep"],
+    )
 
 
 def label_203(t, b):
@@ -248,8 +312,11 @@ def label_203(t, b):
     labels = np.arange(60) % 10
     labels[5] = 203
     write_idx(raw / "train-labels-idx1-ubyte", labels)
-    return "prepare_data", ["--subject", "fmnist-lenet5", "--raw-root", t / "raw", "--out",
-                            t / "prep"], [t / "prep"]  # fmt: skip
+    return (
+        "prepare_data",
+        ["--subject", "fmnist-lenet5", "--raw-root", t / "raw", "--out", t / "prep"],
+        [t / "prep"],
+    )
 
 
 class _Payload:
@@ -266,15 +333,36 @@ def cifar_payload(t, b):
     make_cifar10(t / "raw")
     with open(t / "raw" / "cifar-10-batches-py" / "data_batch_3", "wb") as f:
         pickle.dump({b"data": _Payload(t / "pwned"), b"labels": [0]}, f)
-    return "prepare_data", ["--subject", "cifar10-resnet18", "--raw-root", t / "raw", "--out",
-                            t / "prep"], [t / "prep"]  # fmt: skip
+    return (
+        "prepare_data",
+        ["--subject", "cifar10-resnet18", "--raw-root", t / "raw", "--out", t / "prep"],
+        [t / "prep"],
+    )
 
 
 def diverging_training(t, b):
-    return "train_with_checkpoints", ["--subject", "digits-lenet5", "--data", b / "data", "--out",
-                                      t / "m", "--work", t / "w", "--history-out", t / "h.csv",
-                                      "--epochs", 3, "--lr", 1e5, "--optimizer", "sgd"], [
-        t / "m", t / "h.csv"]  # fmt: skip
+    return (
+        "train_with_checkpoints",
+        [
+            "--subject",
+            "digits-lenet5",
+            "--data",
+            b / "data",
+            "--out",
+            t / "m",
+            "--work",
+            t / "w",
+            "--history-out",
+            t / "h.csv",
+            "--epochs",
+            3,
+            "--lr",
+            1e5,
+            "--optimizer",
+            "sgd",
+        ],
+        [t / "m", t / "h.csv"],
+    )
 
 
 def resume_payload(t, b):
@@ -283,26 +371,60 @@ def resume_payload(t, b):
 
     info = load_info(b / "data")
     splits = {n: load_split(b / "data" / f"{n}.npz") for n in ("train", "val", "test")}
-    cfg = TrainConfig(arch="lenet5", epochs=3, batch_size=128, seed=0, mixup_alpha=0.0,
-                      label_smoothing=0.0)  # fmt: skip
-    train_with_checkpoints(cfg, info, splits, t / "m", t / "w", subject="digits-lenet5",
-                           stop_after=1)  # fmt: skip
+    cfg = TrainConfig(
+        arch="lenet5", epochs=3, batch_size=128, seed=0, mixup_alpha=0.0, label_smoothing=0.0
+    )
+    train_with_checkpoints(
+        cfg, info, splits, t / "m", t / "w", subject="digits-lenet5", stop_after=1
+    )
     state = torch.load(t / "w" / STATE_FILE, weights_only=True)
     state["payload"] = _Payload(t / "pwned")
     torch.save(state, t / "w" / STATE_FILE)
-    return "train_with_checkpoints", ["--subject", "digits-lenet5", "--data", b / "data", "--out",
-                                      t / "m", "--work", t / "w", "--history-out", t / "h.csv",
-                                      "--epochs", 3, "--batch-size", 128], [t / "h.csv"]  # fmt: skip
+    return (
+        "train_with_checkpoints",
+        [
+            "--subject",
+            "digits-lenet5",
+            "--data",
+            b / "data",
+            "--out",
+            t / "m",
+            "--work",
+            t / "w",
+            "--history-out",
+            t / "h.csv",
+            "--epochs",
+            3,
+            "--batch-size",
+            128,
+        ],
+        [t / "h.csv"],
+    )
 
 
 def float_255_adversarial(t, b):
     (t / "adv").mkdir()
     with np.load(b / "test.npz") as z:  # an adversarial set scaled to [0, 255] by mistake
-        np.savez(t / "adv" / "adv.npz", x=z["x"].astype(np.float32), y=z["y"],
-                 ids=np.char.add(z["ids"].astype(str), "@pgd"))  # fmt: skip
-    return "predict_probabilities", ["--checkpoints", b / "models", "--data", b / "data",
-                                     "--adversarial", t / "adv", "--out", t / "pred"], [
-        t / "pred"]  # fmt: skip
+        np.savez(
+            t / "adv" / "adv.npz",
+            x=z["x"].astype(np.float32),
+            y=z["y"],
+            ids=np.char.add(z["ids"].astype(str), "@pgd"),
+        )
+    return (
+        "predict_probabilities",
+        [
+            "--checkpoints",
+            b / "models",
+            "--data",
+            b / "data",
+            "--adversarial",
+            t / "adv",
+            "--out",
+            t / "pred",
+        ],
+        [t / "pred"],
+    )
 
 
 def data_of_other_shape(t, b):
@@ -312,47 +434,107 @@ def data_of_other_shape(t, b):
     info = json.loads((t / "data" / "info.json").read_text())
     info["input_shape"] = [1, 28, 28]
     (t / "data" / "info.json").write_text(json.dumps(info))
-    np.savez(t / "data" / "test.npz", x=np.zeros((4, 1, 28, 28), np.uint8), y=np.arange(4),
-             ids=np.arange(4).astype(str))  # fmt: skip
+    np.savez(
+        t / "data" / "test.npz",
+        x=np.zeros((4, 1, 28, 28), np.uint8),
+        y=np.arange(4),
+        ids=np.arange(4).astype(str),
+    )
     load_info(t / "data")
-    return "predict_probabilities", ["--checkpoints", b / "models", "--data", t / "data", "--out",
-                                     t / "pred"], [t / "pred"]
+    return (
+        "predict_probabilities",
+        ["--checkpoints", b / "models", "--data", t / "data", "--out", t / "pred"],
+        [t / "pred"],
+    )
 
 
 def empty_test_split(t, b):
     shutil.copytree(b / "data", t / "data")
-    np.savez(t / "data" / "test.npz", x=np.zeros((0, 1, 8, 8), np.uint8),
-             y=np.zeros(0, np.int64), ids=np.zeros(0, str))  # fmt: skip
-    return "predict_probabilities", ["--checkpoints", b / "models", "--data", t / "data", "--out",
-                                     t / "pred"], [t / "pred"]
+    np.savez(
+        t / "data" / "test.npz",
+        x=np.zeros((0, 1, 8, 8), np.uint8),
+        y=np.zeros(0, np.int64),
+        ids=np.zeros(0, str),
+    )
+    return (
+        "predict_probabilities",
+        ["--checkpoints", b / "models", "--data", t / "data", "--out", t / "pred"],
+        [t / "pred"],
+    )
 
 
 def corrupt_selection(t, b):
     (t / "sel.json").write_text('{"selected_epochs": [4, 5,')
-    return "score_ncip", ["--predictions", b / "pred", "--selection", t / "sel.json", "--out",
-                          t / "ncip.parquet", "--cost-out", t / "cost.json"], [
-        t / "ncip.parquet", t / "cost.json"]  # fmt: skip
+    return (
+        "score_ncip",
+        [
+            "--predictions",
+            b / "pred",
+            "--selection",
+            t / "sel.json",
+            "--out",
+            t / "ncip.parquet",
+            "--cost-out",
+            t / "cost.json",
+        ],
+        [t / "ncip.parquet", t / "cost.json"],
+    )
 
 
 def missing_index(t, b):
     shutil.copytree(b / "pred", t / "pred")
     (t / "pred" / "index.json").unlink()
-    return "score_ncip", ["--predictions", t / "pred", "--selection", b / "sel.json", "--out",
-                          t / "ncip.parquet", "--cost-out", t / "cost.json"], [
-        t / "ncip.parquet", t / "cost.json"]  # fmt: skip
+    return (
+        "score_ncip",
+        [
+            "--predictions",
+            t / "pred",
+            "--selection",
+            b / "sel.json",
+            "--out",
+            t / "ncip.parquet",
+            "--cost-out",
+            t / "cost.json",
+        ],
+        [t / "ncip.parquet", t / "cost.json"],
+    )
 
 
 def cost_out_is_folder(t, b):
     (t / "cost.json").mkdir()
-    return "score_ncip", ["--predictions", b / "pred", "--selection", b / "sel.json", "--out",
-                          t / "ncip.parquet", "--cost-out", t / "cost.json"], [
-        t / "ncip.parquet", t / "cost.json"]  # fmt: skip
+    return (
+        "score_ncip",
+        [
+            "--predictions",
+            b / "pred",
+            "--selection",
+            b / "sel.json",
+            "--out",
+            t / "ncip.parquet",
+            "--cost-out",
+            t / "cost.json",
+        ],
+        [t / "ncip.parquet", t / "cost.json"],
+    )
 
 
 def no_attacks(t, b):
-    return "generate_adversarial", ["--checkpoints", b / "models", "--data", b / "data", "--out",
-                                    t / "adv", "--metrics-out", t / "a.json", "--attacks", ""], [
-        t / "adv", t / "a.json"]  # fmt: skip
+    return (
+        "generate_adversarial",
+        [
+            "--checkpoints",
+            b / "models",
+            "--data",
+            b / "data",
+            "--out",
+            t / "adv",
+            "--metrics-out",
+            t / "a.json",
+            "--attacks",
+            "",
+        ],
+        [t / "adv", t / "a.json"],
+    )
 
 
 def subjects_not_a_list(t, b):
@@ -362,8 +544,24 @@ def subjects_not_a_list(t, b):
 
 def subjects_null(t, b):
     (t / "params.yaml").write_text("subjects:\nruns: [0]\n")
-    return "evaluate_rauc", ["--params", t / "params.yaml", "--scores", t, "--metrics-dir",
-                             t / "metrics", "--plots-dir", t / "plots"], [t / "metrics"]  # fmt: skip
+    return (
+        "evaluate_rauc",
+        [
+            "--params",
+            t / "params.yaml",
+            "--scores",
+            t,
+            "--seed",
+            0,
+            "--budgets",
+            "100",
+            "--metrics-dir",
+            t / "metrics",
+            "--plots-dir",
+            t / "plots",
+        ],
+        [t / "metrics"],
+    )
 
 
 def attacks_empty_in_params(t, b):
@@ -373,14 +571,37 @@ def attacks_empty_in_params(t, b):
 
 
 def bad_k(t, b):
-    return "select_checkpoints", ["--checkpoints", b / "models", "--k", 0, "--out", t / "s.json",
-                                  "--plot-out", t / "s.csv"], [t / "s.json", t / "s.csv"]  # fmt: skip
+    return (
+        "select_checkpoints",
+        ["--checkpoints", b / "models", "--k", 0, "--out", t / "s.json", "--plot-out", t / "s.csv"],
+        [t / "s.json", t / "s.csv"],
+    )
 
 
 def unknown_method(t, b):
-    return "score_baselines", ["--subject", "digits-lenet5", "--data", b / "data", "--checkpoints",
-                               b / "models", "--methods", "deepgini,magic", "--out", t / "b.parquet",
-                               "--cost-out", t / "c.json"], [t / "b.parquet"]  # fmt: skip
+    (t / "params.yaml").write_text("baselines: {methods: 'deepgini,magic'}\n")
+    return (
+        "score_baselines",
+        [
+            "--subject",
+            "digits-lenet5",
+            "--data",
+            b / "data",
+            "--checkpoints",
+            b / "models",
+            "--params",
+            t / "params.yaml",
+            "--out",
+            t / "b.parquet",
+            "--cost-out",
+            t / "c.json",
+            "--seed",
+            0,
+            "--batch-size",
+            64,
+        ],
+        [t / "b.parquet"],
+    )
 
 
 def unknown_subject(t, b):
@@ -391,20 +612,48 @@ CASES = [
     Case("NaN in the inputs", nan_input, "input 'digits:row:"),
     Case("NaN weight in the final checkpoint", nan_final, "epoch-006.safetensors holds NaN"),
     Case("inf weight in a selected checkpoint", nan_selected, "epoch-005.safetensors holds NaN"),
-    Case("NaN head (rank)", nan_head_rank, "epoch-004.safetensors holds NaN or infinite values in its head"),
-    Case("NaN head (select-checkpoints)", nan_head_select, "epoch-004.safetensors: the head holds NaN"),
-    Case("a checkpoint of another subject in the folder", stray_checkpoint, "epoch-007.safetensors records"),
-    Case("a checkpoint of another subject (select)", stray_checkpoint_select, "epoch-007.safetensors records"),
+    Case(
+        "NaN head (rank)",
+        nan_head_rank,
+        "epoch-004.safetensors holds NaN or infinite values in its head",
+    ),
+    Case(
+        "NaN head (select-checkpoints)",
+        nan_head_select,
+        "epoch-004.safetensors: the head holds NaN",
+    ),
+    Case(
+        "a checkpoint of another subject in the folder",
+        stray_checkpoint,
+        "epoch-007.safetensors records",
+    ),
+    Case(
+        "a checkpoint of another subject (select)",
+        stray_checkpoint_select,
+        "epoch-007.safetensors records",
+    ),
     Case("float pixels in [0, 255]", float_255, "takes images in [0, 1]"),
     Case("28x28 inputs for an 8x8 model", wrong_size, "trained on [1, 8, 8]"),
     Case("3-channel HWC inputs for a 1-channel model", three_channels, "trained on [1, 8, 8]"),
     Case("more ids than inputs", long_ids, "ids for 500 inputs"),
     Case("a label outside the classes", bad_labels, "label 203"),
     Case("zero inputs", no_inputs, "holds no inputs"),
-    Case("truncated safetensors (rank)", truncated_safetensors, "epoch-003.safetensors is not a readable safetensors"),
-    Case("truncated safetensors (select)", truncated_safetensors_select, "epoch-003.safetensors is not a readable safetensors"),
+    Case(
+        "truncated safetensors (rank)",
+        truncated_safetensors,
+        "epoch-003.safetensors is not a readable safetensors",
+    ),
+    Case(
+        "truncated safetensors (select)",
+        truncated_safetensors_select,
+        "epoch-003.safetensors is not a readable safetensors",
+    ),
     Case("--out is a folder", out_is_folder, "r.csv is a folder"),
-    Case("a pickled module, not a state dict", pickled_module, "epoch_1.pt needs arbitrary unpickling"),
+    Case(
+        "a pickled module, not a state dict",
+        pickled_module,
+        "epoch_1.pt needs arbitrary unpickling",
+    ),
     Case("a folder of no checkpoints", only_junk, "holds no model checkpoints"),
     Case("a single checkpoint", one_checkpoint, "NCIP needs at least 2"),
     Case("k = 1", k_one, "k must be an integer of at least 2"),
@@ -412,14 +661,30 @@ CASES = [
     Case("garbage .gz IDX file", garbage_gz, "t10k-labels-idx1-ubyte.gz cannot be read"),
     Case("IDX file with trailing bytes", trailing_idx, "train-labels-idx1-ubyte has 3 bytes after"),
     Case("label 203 of 10 classes", label_203, "train label 203"),
-    Case("a code-running object in a CIFAR batch", cifar_payload, "data_batch_3 is not a CIFAR python batch"),
+    Case(
+        "a code-running object in a CIFAR batch",
+        cifar_payload,
+        "data_batch_3 is not a CIFAR python batch",
+    ),
     Case("diverging training (lr 1e5)", diverging_training, "diverged"),
-    Case("a code-running object in the resume state", resume_payload, "train-state.pt holds more than tensors"),
-    Case("adversarial floats in [0, 255]", float_255_adversarial, "adv.npz: float images must lie in [0, 1]"),
+    Case(
+        "a code-running object in the resume state",
+        resume_payload,
+        "train-state.pt holds more than tensors",
+    ),
+    Case(
+        "adversarial floats in [0, 255]",
+        float_255_adversarial,
+        "adv.npz: float images must lie in [0, 1]",
+    ),
     Case("data of another shape than the checkpoints", data_of_other_shape, "trained on [1, 8, 8]"),
     Case("an empty test split", empty_test_split, "test.npz holds no samples"),
     Case("a corrupt selection record", corrupt_selection, "sel.json is not valid JSON"),
-    Case("a missing predictions index", missing_index, "index.json does not exist; run predict-probabilities"),
+    Case(
+        "a missing predictions index",
+        missing_index,
+        "index.json does not exist; run predict-probabilities",
+    ),
     Case("--cost-out is a folder", cost_out_is_folder, "cost.json is a folder"),
     Case("--attacks ''", no_attacks, "no attacks given"),
     Case("subjects: a string", subjects_not_a_list, "subjects in"),
@@ -428,7 +693,7 @@ CASES = [
     Case("k = 0", bad_k, "k must be a positive"),
     Case("an unknown baseline", unknown_method, "unknown method 'magic'"),
     Case("an unknown model in a subject", unknown_subject, "unknown model 'lenet9'"),
-]  # fmt: skip
+]
 
 
 def snapshot(paths):
@@ -482,17 +747,31 @@ def test_skip_bad_drops_a_bad_checkpoint_with_a_warning(base, tmp_path):
     assert sel["dropped"] == ["epoch-005.safetensors"] and len(sel["used"]) == 4
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c.name in (
-    "truncated .gz IDX file", "NaN in the inputs", "a code-running object in the resume state")],
-    ids=lambda c: c.name)  # fmt: skip
+@pytest.mark.parametrize(
+    "case",
+    [
+        c
+        for c in CASES
+        if c.name
+        in (
+            "truncated .gz IDX file",
+            "NaN in the inputs",
+            "a code-running object in the resume state",
+        )
+    ],
+    ids=lambda c: c.name,
+)
 def test_real_processes_print_one_line_and_no_traceback(case, base, tmp_path):
     cmd, args, protect = case.build(tmp_path, base)
     plant(protect)
     before = snapshot(protect)
     args = [str(a) for a in args]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    argv = ([sys.executable, "-m", "ncip", cmd, *args, "--quiet"] if cmd == "rank"
-            else [sys.executable, str(ROOT / "stages" / f"{cmd}.py"), *args])  # fmt: skip
+    argv = (
+        [sys.executable, "-m", "ncip", cmd, *args, "--quiet"]
+        if cmd == "rank"
+        else [sys.executable, str(ROOT / "stages" / f"{cmd}.py"), *args]
+    )
     r = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
     assert r.returncode == 2
     errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]

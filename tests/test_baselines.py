@@ -81,7 +81,7 @@ def test_dsa_scales_in_chunks_to_many_training_points():
 
 def test_nns_with_lambda_one_is_deepgini():
     logits = np.random.default_rng(4).normal(size=(50, 5))
-    assert nns(softmax64(logits), lam=1.0) == pytest.approx(deepgini(logits))
+    assert nns(softmax64(logits), k=10, lam=1.0) == pytest.approx(deepgini(logits))
 
 
 def test_nns_smooths_towards_the_neighbours():
@@ -102,8 +102,12 @@ def _naive_sets(F, u, b, a=3.0, ridge=1e-6):
         chunk = pool[k::b]
         if len(chunk) == 0:
             continue
-        gd = np.array([np.linalg.slogdet(F[S + [i]] @ F[S + [i]].T + ridge * np.eye(len(S) + 1))[1]
-                       for i in chunk])  # fmt: skip
+        gd = np.array(
+            [
+                np.linalg.slogdet(F[S + [i]] @ F[S + [i]].T + ridge * np.eye(len(S) + 1))[1]
+                for i in chunk
+            ]
+        )
         g = gd - gs
         norm = (g - g.min()) / (g.max() - g.min() + 0.5) if g.max() > g.min() else 0 * g
         j = int(np.argmax(u[chunk] * norm))
@@ -278,11 +282,17 @@ def test_effimap_search_keeps_useful_mutants_only():
 def ctx(tiny_run):
     s = tiny_run["splits"]
     return ScoringContext(
-        subject="digits-lenet5", seed=0, checkpoint_dir=tiny_run["dir"] / "models",
-        eval_splits={"test": s["test"]}, train=s["train"], labelled={"test": s["val"]},
-        options={"dropout": {"samples": 20}, "effimap": {"labelled_inputs": 40,
-                 "input_mutants": 3, "vae_epochs": 1, "trees": 5}},
-    )  # fmt: skip
+        subject="digits-lenet5",
+        seed=0,
+        checkpoint_dir=tiny_run["dir"] / "models",
+        eval_splits={"test": s["test"]},
+        train=s["train"],
+        labelled={"test": s["val"]},
+        options={
+            "dropout": {"samples": 20},
+            "effimap": {"labelled_inputs": 40, "input_mutants": 3, "vae_epochs": 1, "trees": 5},
+        },
+    )
 
 
 @pytest.mark.parametrize("name", ["lsa", "dsa", "dropout", "nns", "sets", "tdpr", "effimap"])
@@ -300,8 +310,12 @@ def test_methods_never_see_the_test_labels(ctx):
 
 def test_missing_inputs_give_clear_errors(tiny_run):
     s = tiny_run["splits"]
-    bare = ScoringContext(subject="x", seed=0, checkpoint_dir=tiny_run["dir"] / "models",
-                          eval_splits={"test": s["test"]})  # fmt: skip
+    bare = ScoringContext(
+        subject="x",
+        seed=0,
+        checkpoint_dir=tiny_run["dir"] / "models",
+        eval_splits={"test": s["test"]},
+    )
     with pytest.raises(ValueError, match="training split"):
         get_method("lsa").score(bare, "test")
     for name in ("tdpr", "effimap"):

@@ -13,14 +13,23 @@ from ncip.data import (
     load_raw,
     load_split,
     prepare_dataset,
-    read_idx,
     save_prepared,
 )
+from ncip.datasets.idx import read_idx
 
 
 def test_registry_lists_every_dataset():
-    assert {"fmnist", "mnist", "mnist5k", "digits", "cifar10", "cifar100", "tinyimagenet",
-            "imdb", "agnews"} <= set(list_datasets())  # fmt: skip
+    assert {
+        "fmnist",
+        "mnist",
+        "mnist5k",
+        "digits",
+        "cifar10",
+        "cifar100",
+        "tinyimagenet",
+        "imdb",
+        "agnews",
+    } <= set(list_datasets())
 
 
 @pytest.mark.parametrize("gz", [True, False])
@@ -52,14 +61,14 @@ def test_mnist_in_torchvision_layout(raw_root):
 
 
 def test_missing_mnist_says_where_to_put_files(raw_root, monkeypatch):
-    monkeypatch.setattr("ncip.data._online", lambda *a, **k: False)
+    monkeypatch.setattr("ncip.datasets.idx.online", lambda *a, **k: False)
     with pytest.raises(DatasetNotFoundError, match="MNIST/raw"):
         load_raw("mnist", raw_root)
 
 
 def test_missing_fmnist_names_the_debian_package(raw_root, monkeypatch):
-    monkeypatch.setattr("ncip.data._online", lambda *a, **k: False)
-    monkeypatch.setattr("ncip.data.DEBIAN_FASHION_MNIST", raw_root / "nowhere")
+    monkeypatch.setattr("ncip.datasets.idx.online", lambda *a, **k: False)
+    monkeypatch.setattr("ncip.datasets.idx.DEBIAN_FASHION_MNIST", raw_root / "nowhere")
     with pytest.raises(DatasetNotFoundError, match="dataset-fashion-mnist"):
         load_raw("fmnist", raw_root)
 
@@ -82,8 +91,13 @@ def test_cifar100_fine_labels(raw_root):
     rng = np.random.default_rng(0)
     for part, n in (("train", 30), ("test", 10)):
         with open(d / part, "wb") as f:
-            pickle.dump({b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
-                         b"fine_labels": [i % 100 for i in range(n)]}, f)  # fmt: skip
+            pickle.dump(
+                {
+                    b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
+                    b"fine_labels": [i % 100 for i in range(n)],
+                },
+                f,
+            )
     with open(d / "meta", "wb") as f:
         pickle.dump({b"fine_label_names": [f"f{i}".encode() for i in range(100)]}, f)
     raw = load_raw("cifar100", raw_root)
@@ -101,7 +115,9 @@ def test_tinyimagenet_folder_format(raw_root):
     for w in wnids:
         (d / "train" / w / "images").mkdir(parents=True)
         for i in range(3):
-            Image.new("RGB", (64, 64), (i * 40, 0, 0)).save(d / "train" / w / "images" / f"{w}_{i}.JPEG")
+            Image.new("RGB", (64, 64), (i * 40, 0, 0)).save(
+                d / "train" / w / "images" / f"{w}_{i}.JPEG"
+            )
         Image.new("L", (64, 64)).save(d / "val" / "images" / f"val_{w}.JPEG")  # gray is converted
         ann.append(f"val_{w}.JPEG\t{w}\t0\t0\t10\t10")
     (d / "val" / "val_annotations.txt").write_text("\n".join(ann) + "\n")

@@ -36,8 +36,10 @@ def checkpoints_of(name, k=3, seed=0):
     params = {n for n, _ in model.named_parameters()}
     states = []
     for _ in range(k):  # checkpoints drift in their weights; buffers (BN statistics) stay valid
-        sd = {n: (v + 0.01 * torch.randn_like(v)) if n in params else v
-              for n, v in model.state_dict().items()}  # fmt: skip
+        sd = {
+            n: (v + 0.01 * torch.randn_like(v)) if n in params else v
+            for n, v in model.state_dict().items()
+        }
         states.append(sd)
     return model, states, x
 
@@ -61,7 +63,9 @@ def float64_reference(model, states, x):
     out = []
     with torch.inference_mode():
         for sd in states:
-            m.load_state_dict({k: v.double() if v.is_floating_point() else v for k, v in sd.items()})
+            m.load_state_dict(
+                {k: v.double() if v.is_floating_point() else v for k, v in sd.items()}
+            )
             xin = as_model_input(x)
             out.append(softmax64(m(xin.double() if xin.is_floating_point() else xin).numpy()))
     return np.stack(out)
@@ -79,8 +83,12 @@ def test_every_path_equals_sequential_for_every_architecture(name, path):
     want = reference(model, states, x)
     m = copy.deepcopy(model)
     engine = Engine(m, "cpu", EngineConfig(path=path, batch_size=4))
-    got = np.stack([softmax64(z) for _, z, _ in
-                    engine.outputs(lambda i: m.load_state_dict(states[i]), len(states), x)])  # fmt: skip
+    got = np.stack(
+        [
+            softmax64(z)
+            for _, z, _ in engine.outputs(lambda i: m.load_state_dict(states[i]), len(states), x)
+        ]
+    )
     assert got.shape == want.shape
     diff = np.max(np.abs(got - want))
     if diff >= 1e-6:
@@ -91,12 +99,20 @@ def test_every_path_equals_sequential_for_every_architecture(name, path):
 
 def test_auto_picks_channels_last_for_convolutions_on_a_cpu_and_sequential_for_text():
     lenet = create_model("lenet5", 10, 1)
-    assert choose_path(lenet, torch.device("cpu"), torch.zeros(1, 1, 28, 28), "auto", 30) == "channels_last"
+    assert (
+        choose_path(lenet, torch.device("cpu"), torch.zeros(1, 1, 28, 28), "auto", 30)
+        == "channels_last"
+    )
     text = create_model("textcnn", 2, vocab_size=20)
     sample = torch.zeros(1, 5, dtype=torch.long)
     assert choose_path(text, torch.device("cpu"), sample, "auto", 30) == "sequential"
-    assert choose_path(lenet, torch.device("cuda"), torch.zeros(1, 1, 28, 28), "auto", 30) == "stacked"
-    assert choose_path(lenet, torch.device("cpu"), torch.zeros(1, 1, 28, 28), "stacked", 1) == "channels_last"
+    assert (
+        choose_path(lenet, torch.device("cuda"), torch.zeros(1, 1, 28, 28), "auto", 30) == "stacked"
+    )
+    assert (
+        choose_path(lenet, torch.device("cpu"), torch.zeros(1, 1, 28, 28), "stacked", 1)
+        == "channels_last"
+    )
 
 
 def test_features_and_reduced_precision():
@@ -105,8 +121,9 @@ def test_features_and_reduced_precision():
     from ncip.predict import batched_outputs
 
     z, f = batched_outputs(model, x, 4, features=True)
-    assert f.shape == (6, 84) and np.allclose(model.head(torch.from_numpy(f)).detach().numpy(), z,
-                                              atol=1e-5)  # fmt: skip
+    assert f.shape == (6, 84) and np.allclose(
+        model.head(torch.from_numpy(f)).detach().numpy(), z, atol=1e-5
+    )
     zb = batched_outputs(model, x, 4, config=EngineConfig(precision="bf16", batch_size=4))
     assert np.max(np.abs(softmax64(zb) - softmax64(z))) < 0.05  # bf16: close, not equal
     with pytest.raises(ValueError, match="precision"):

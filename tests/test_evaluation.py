@@ -2,8 +2,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ncip.evaluation import aggregate, evaluate_table, markdown_table, method_order, nested
+from ncip.evaluation import aggregate, evaluate_table, method_order, nested
 from ncip.scoretable import score_rows
+from ncip.tables import render_table
 
 
 def test_method_order_follows_the_paper_and_accepts_any_iterable():
@@ -21,8 +22,18 @@ def _table():
     for run in (0, 1):
         parts.append(score_rows("s-x", run, "test", ids, y, p, "good", good))
         parts.append(score_rows("s-x", run, "test", ids, y, p, "bad", bad))
-        parts.append(score_rows("s-x", run, "test", ids, y, p, "random",
-                                {r: np.random.default_rng(r).random(4) for r in range(3)}))
+        parts.append(
+            score_rows(
+                "s-x",
+                run,
+                "test",
+                ids,
+                y,
+                p,
+                "random",
+                {r: np.random.default_rng(r).random(4) for r in range(3)},
+            )
+        )
     return pd.concat(parts, ignore_index=True)
 
 
@@ -35,7 +46,7 @@ def test_evaluation_averages_repeats_then_runs():
     assert mean[mean["method"] == "bad"].iloc[0]["rauc_all"] < 0.5
     m = nested(mean, "test", ["rauc_all"])
     assert set(m["rauc_all"]) == {"good", "bad", "random"}
-    md = markdown_table(mean, "test", "rauc_all", ["good", "bad"], std=std, avg=True)
+    md = render_table(mean, "test", "rauc_all", ["good", "bad"], std=std, avg=True)
     assert "**1.000 ± 0.000**" in md and "Avg" in md
 
 

@@ -5,8 +5,6 @@ with `ncip.CheckpointWriter`; params.yaml describes it under `external`.
 """
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -16,11 +14,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 import yaml
-from conftest import ROOT
+from conftest import copy_plot_templates, copy_project, dvc_env
 
 pytestmark = pytest.mark.slow
 
-NET = textwrap.dedent('''
+NET = textwrap.dedent("""
     import torch.nn as nn
 
     class Net(nn.Module):
@@ -32,7 +30,7 @@ NET = textwrap.dedent('''
 
         def forward(self, x):
             return self.classifier(self.body(x))
-''')
+""")
 
 
 def run(cmd, cwd, env):
@@ -47,11 +45,7 @@ def repo(tmp_path_factory):
     from ncip.writer import CheckpointWriter
 
     d = tmp_path_factory.mktemp("external")
-    for name in ("dvc.yaml", "params.yaml"):
-        shutil.copy(ROOT / name, d / name)
-    for folder in ("stages", "scripts"):
-        shutil.copytree(ROOT / folder, d / folder, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(ROOT / "src", d / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    copy_project(d)
     ext = d / "data" / "external" / "digits-mynet"
     (ext / "ckpt").mkdir(parents=True)
     (d / "data" / "external" / "README.md").write_text("external runs\n")
@@ -78,21 +72,24 @@ def repo(tmp_path_factory):
         writer.save(model, epoch=epoch)
     params = yaml.safe_load((d / "params.yaml").read_text())
     params.update(k=3, subjects=["digits-mynet"], runs=[0])
-    params["external"] = {"digits-mynet": {
-        "checkpoints": "data/external/digits-mynet/ckpt", "data": "data/external/digits-mynet",
-        "model": "data/external/digits-mynet/usermodel.py:Net", "paper": "mnist-lenet5"}}  # fmt: skip
-    params["baselines"].update(random_repeats=2, dropout_samples=20)
+    params["external"] = {
+        "digits-mynet": {
+            "checkpoints": "data/external/digits-mynet/ckpt",
+            "data": "data/external/digits-mynet",
+            "model": "data/external/digits-mynet/usermodel.py:Net",
+            "paper": "mnist-lenet5",
+        }
+    }
+    params["baselines"].update(random={"repeats": 2}, dropout={"samples": 20})
     params["attack"]["cw_steps"] = 10
     params["analysis"].update(weak_steps="2,4", tsne_points=200)
     params["retrain"]["seeds"] = 1
     (d / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    env = {**os.environ, "DVC_NO_ANALYTICS": "1",
-           "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}  # fmt: skip
+    env = dvc_env()
     dvc = [sys.executable, "-m", "dvc"]
     run(["git", "init", "-q"], d, env)
     run(dvc + ["init", "-q"], d, env)
+    copy_plot_templates(d)
     run(["git", "add", "-A"], d, env)
     run(["git", "commit", "-qm", "init"], d, env)
     out = run(dvc + ["repro"], d, env)
@@ -105,10 +102,21 @@ def test_an_external_subject_runs_through_dvc_repro_into_the_report(repo):
     assert "imported 8 checkpoints of digits-mynet" in out
     models = sorted((d / "models" / "digits-mynet" / "run-0").glob("*.safetensors"))
     assert len(models) == 8  # one per writer checkpoint; nothing was trained
-    meta = json.loads(json.loads(subprocess.run(
-        [sys.executable, "-c", "import json,sys; from safetensors import safe_open; "
-         f"print(json.dumps(safe_open('{models[-1]}', 'pt').metadata()))"],
-        capture_output=True, text=True, check=True).stdout)["ncip"])  # fmt: skip
+    meta = json.loads(
+        json.loads(
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    "import json,sys; from safetensors import safe_open; "
+                    f"print(json.dumps(safe_open('{models[-1]}', 'pt').metadata()))",
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )["ncip"]
+    )
     assert meta["arch"] == "external" and meta["source"].endswith("epoch-0008.safetensors")
     report = (d / "metrics" / "report.md").read_text()
     assert "## Models trained elsewhere" in report and "digits-mynet" in report

@@ -1,15 +1,13 @@
 """End to end: `dvc repro` on a tiny config, then `dvc exp run -S k=...` and `dvc metrics diff`."""
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 
 import pandas as pd
 import pytest
 import yaml
-from conftest import ROOT
+from conftest import copy_plot_templates, copy_project, dvc_env
 
 pytestmark = pytest.mark.slow
 
@@ -23,33 +21,24 @@ def run(cmd, cwd, env):
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
     d = tmp_path_factory.mktemp("e2e")
-    for name in ("dvc.yaml", "params.yaml"):
-        shutil.copy(ROOT / name, d / name)
-    for folder in ("stages", "scripts"):
-        shutil.copytree(ROOT / folder, d / folder, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(ROOT / "src", d / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    (d / "data" / "external").mkdir(parents=True)  # as a clone has it (its README is in git)
-    shutil.copy(ROOT / "data" / "external" / "README.md", d / "data" / "external")
+    copy_project(d)
     params = yaml.safe_load((d / "params.yaml").read_text())
     params.update(k=3, subjects=["digits-lenet5"], runs=[0])
     params["train"]["epochs"] = 6
-    params["baselines"]["random_repeats"] = 2
-    params["baselines"]["dropout_samples"] = 20
+    params["baselines"].update(random={"repeats": 2}, dropout={"samples": 20})
     params["attack"]["cw_steps"] = 10
     params["analysis"].update(weak_steps="2,4", tsne_points=200)
     params["retrain"]["seeds"] = 1
     (d / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    env = {**os.environ, "DVC_NO_ANALYTICS": "1",
-           "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}  # fmt: skip
+    env = dvc_env()
     dvc = [sys.executable, "-m", "dvc"]
     run(["git", "init", "-q"], d, env)
     run(dvc + ["init", "-q"], d, env)
+    copy_plot_templates(d)
     run(dvc + ["config", "core.autostage", "true"], d, env)
     run(["git", "add", "-A"], d, env)
     run(["git", "commit", "-qm", "init"], d, env)
-    out = run(dvc + ["repro"], d, env)
+    out = run(dvc + ["repro"], d, {**env, "NCIP_RECORD_READS": str(d.parent / "reads.jsonl")})
     run(["git", "add", "-A"], d, env)
     run(["git", "commit", "-qm", "repro"], d, env)
     return d, env, dvc, out
@@ -57,20 +46,69 @@ def repo(tmp_path_factory):
 
 def test_repro_runs_every_stage_and_writes_metrics(repo):
     d, _, _, out = repo
-    for st in ("prepare-data", "train-with-checkpoints", "generate-adversarial",
-               "select-checkpoints", "predict-probabilities", "score-ncip", "score-baselines",
-               "evaluate-rauc", "analyze-checkpoints", "retrain-guidance", "report"):
+    for st in (
+        "prepare-data",
+        "train-with-checkpoints",
+        "generate-adversarial",
+        "select-checkpoints",
+        "predict-probabilities",
+        "score-ncip",
+        "score-baselines",
+        "evaluate-rauc",
+        "analyze-checkpoints",
+        "retrain-guidance",
+        "report",
+    ):
         assert f"Running stage '{st}" in out
     for name in ("clean.json", "adversarial.json"):
         m = json.loads((d / "metrics" / name).read_text())
-        assert set(m["rauc_all"]) >= {"ncip", "tvd", "tvd+nc", "tvd+margin", "random", "lsa",
-                                      "dsa", "entropy", "deepgini", "msp", "pcs", "dropout",
-                                      "effimap", "nns", "tdpr", "sets"}  # fmt: skip
+        assert set(m["rauc_all"]) >= {
+            "ncip",
+            "tvd",
+            "tvd+nc",
+            "tvd+margin",
+            "random",
+            "lsa",
+            "dsa",
+            "entropy",
+            "deepgini",
+            "msp",
+            "pcs",
+            "dropout",
+            "effimap",
+            "nns",
+            "tdpr",
+            "sets",
+        }
     report = (d / "metrics" / "report.md").read_text()
     for table in ("Table 3", "Table 4", "Table 5", "Table 6", "Table 7", "Table 8", "Table 9"):
         assert table in report
     assert (d / "plots" / "analysis" / "digits-lenet5-run-0" / "tsne.png").exists()
     assert len(list((d / "models" / "digits-lenet5" / "run-0").glob("*.safetensors"))) == 6
+
+
+def test_every_file_a_stage_reads_is_a_declared_dependency(repo):
+    """Each stage recorded the files it opened for reading (NCIP_RECORD_READS); every one must
+    be a dependency DVC knows of (or the stage's own output, e.g. resume state)."""
+    import shlex
+
+    from dvc.repo import Repo
+
+    d = repo[0]
+    records = [json.loads(line) for line in (d.parent / "reads.jsonl").read_text().splitlines()]
+    with Repo(str(d)) as r:
+        stages = {tuple(shlex.split(st.cmd)[1:]): st for st in r.index.stages}
+    gaps, matched = [], 0
+    for rec in records:
+        st = stages.get(tuple(rec["argv"]))
+        assert st is not None, f"no stage runs {rec['argv']}"
+        matched += 1
+        declared = [x.def_path for x in st.deps] + [x.def_path for x in st.outs]
+        for f in rec["reads"]:
+            if not any(f == p or f.startswith(p.rstrip("/") + "/") for p in declared):
+                gaps.append(f"{st.addressing}: {f}")
+    assert matched >= 11 and any(rec["reads"] for rec in records)
+    assert not gaps, "files read but not declared in dvc.yaml:\n" + "\n".join(gaps)
 
 
 def test_exp_run_k_reruns_selection_onwards_but_not_training(repo):
@@ -104,8 +142,9 @@ def test_sweep_makes_sensitivity_figures_and_experiments_compare(repo):
         assert (d / "plots" / "sensitivity" / f"{f}.png").exists()
         assert not pd.read_csv(d / "plots" / "sensitivity" / f"{f}.csv").isna().any().any()
     assert "Sensitivity to alpha and K" in (d / "metrics" / "report.md").read_text()
-    diff = json.loads(run(dvc + ["metrics", "diff", "sweep-alpha-0.5", "sweep-k-2", "--json"], d,
-                          env))  # fmt: skip
+    diff = json.loads(
+        run(dvc + ["metrics", "diff", "sweep-alpha-0.5", "sweep-k-2", "--json"], d, env)
+    )
     assert any(k.startswith("rauc_all.ncip") for k in diff["metrics/clean.json"])
     run(dvc + ["plots", "diff", "sweep-alpha-0.5", "sweep-k-2", "-o", str(d / "pdiff")], d, env)
     assert (d / "pdiff" / "index.html").stat().st_size > 10_000

@@ -62,8 +62,9 @@ def _naive(logits):
     }
 
 
-@pytest.mark.parametrize("name,fn", [("entropy", entropy), ("deepgini", deepgini),
-                                     ("msp", msp), ("pcs", pcs)])  # fmt: skip
+@pytest.mark.parametrize(
+    "name,fn", [("entropy", entropy), ("deepgini", deepgini), ("msp", msp), ("pcs", pcs)]
+)
 def test_confidence_baselines_rank_like_their_textbook_formulas(name, fn):
     logits = np.random.default_rng(3).normal(size=(200, 10)) * 2
     ours, naive = fn(logits), _naive(logits)[name]

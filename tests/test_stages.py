@@ -28,12 +28,29 @@ def existing(tmp_path):
     return p
 
 
-@pytest.mark.parametrize("k,alpha,match", [(0, 0.9, "k must be a positive"),
-                                           (-2, 0.9, "k must be a positive"),
-                                           (5, 0.0, "alpha"), (5, 1.5, "alpha")])  # fmt: skip
+@pytest.mark.parametrize(
+    "k,alpha,match",
+    [
+        (0, 0.9, "k must be a positive"),
+        (-2, 0.9, "k must be a positive"),
+        (5, 0.0, "alpha"),
+        (5, 1.5, "alpha"),
+    ],
+)
 def test_select_rejects_bad_k_and_alpha_and_keeps_outputs(tiny_run, existing, k, alpha, match):
-    r = invoke("select_checkpoints", "--checkpoints", tiny_run["dir"] / "models", "--k", k,
-               "--alpha", alpha, "--out", existing, "--plot-out", existing.with_suffix(".csv"))
+    r = invoke(
+        "select_checkpoints",
+        "--checkpoints",
+        tiny_run["dir"] / "models",
+        "--k",
+        k,
+        "--alpha",
+        alpha,
+        "--out",
+        existing,
+        "--plot-out",
+        existing.with_suffix(".csv"),
+    )
     assert r.exit_code == 2
     assert match in r.output
     assert existing.read_text() == '{"previous": true}'
@@ -42,8 +59,19 @@ def test_select_rejects_bad_k_and_alpha_and_keeps_outputs(tiny_run, existing, k,
 
 def test_select_writes_the_plan(tiny_run, tmp_path):
     out = tmp_path / "sel.json"
-    r = invoke("select_checkpoints", "--checkpoints", tiny_run["dir"] / "models", "--k", 3,
-               "--alpha", 0.5, "--out", out, "--plot-out", tmp_path / "s.csv")
+    r = invoke(
+        "select_checkpoints",
+        "--checkpoints",
+        tiny_run["dir"] / "models",
+        "--k",
+        3,
+        "--alpha",
+        0.5,
+        "--out",
+        out,
+        "--plot-out",
+        tmp_path / "s.csv",
+    )
     assert r.exit_code == 0, r.output
     plan = json.loads(out.read_text())
     assert plan["pool_epochs"] == [4, 5, 6] and plan["selected_epochs"] == [4, 5, 6]
@@ -51,16 +79,32 @@ def test_select_writes_the_plan(tiny_run, tmp_path):
 
 
 def test_select_warns_when_k_exceeds_the_pool(tiny_run, tmp_path):
-    r = invoke("select_checkpoints", "--checkpoints", tiny_run["dir"] / "models", "--k", 50,
-               "--alpha", 0.9, "--out", tmp_path / "s.json", "--plot-out", tmp_path / "s.csv")
+    r = invoke(
+        "select_checkpoints",
+        "--checkpoints",
+        tiny_run["dir"] / "models",
+        "--k",
+        50,
+        "--alpha",
+        0.9,
+        "--out",
+        tmp_path / "s.json",
+        "--plot-out",
+        tmp_path / "s.csv",
+    )
     assert r.exit_code == 0 and "whole pool" in r.output
 
 
-@pytest.mark.parametrize("subject,match", [("nope-lenet5", "unknown dataset 'nope'"),
-                                           ("digits-lenet9", "unknown model 'lenet9'"),
-                                           ("digits", "<dataset>-<model>"),
-                                           ("digits-lenet5-extra", "unknown training variant"),
-                                           ("imdb-lenet5", "text dataset")])  # fmt: skip
+@pytest.mark.parametrize(
+    "subject,match",
+    [
+        ("nope-lenet5", "unknown dataset 'nope'"),
+        ("digits-lenet9", "unknown model 'lenet9'"),
+        ("digits", "<dataset>-<model>"),
+        ("digits-lenet5-extra", "unknown training variant"),
+        ("imdb-lenet5", "text dataset"),
+    ],
+)
 def test_bad_subjects_are_rejected(tmp_path, subject, match):
     r = invoke("prepare_data", "--subject", subject, "--out", tmp_path / "d")
     assert r.exit_code == 2 and match in r.output
@@ -69,18 +113,48 @@ def test_bad_subjects_are_rejected(tmp_path, subject, match):
 
 def test_unknown_method_is_rejected_before_any_work(tiny_run, existing):
     d = tiny_run["dir"]
-    r = invoke("score_baselines", "--subject", "digits-lenet5", "--data", d / "data",
-               "--checkpoints", d / "models", "--methods", "deepgini,magic", "--out", existing,
-               "--cost-out", existing.with_suffix(".cost"))  # fmt: skip
+    params = existing.parent / "params.yaml"
+    params.write_text("baselines: {methods: 'deepgini,magic'}\n")
+    r = invoke(
+        "score_baselines",
+        "--subject",
+        "digits-lenet5",
+        "--data",
+        d / "data",
+        "--checkpoints",
+        d / "models",
+        "--params",
+        params,
+        "--out",
+        existing,
+        "--cost-out",
+        existing.with_suffix(".cost"),
+        "--seed",
+        0,
+        "--batch-size",
+        256,
+    )
     assert r.exit_code == 2 and "unknown method 'magic'" in r.output
     assert existing.read_text() == '{"previous": true}'
 
 
 def test_training_rejects_bad_options_before_writing(tiny_run, tmp_path):
     d = tiny_run["dir"]
-    r = invoke("train_with_checkpoints", "--subject", "digits-lenet5", "--data", d / "data",
-               "--out", tmp_path / "m", "--work", tmp_path / "w", "--history-out",
-               tmp_path / "h.csv", "--optimizer", "rmsprop")  # fmt: skip
+    r = invoke(
+        "train_with_checkpoints",
+        "--subject",
+        "digits-lenet5",
+        "--data",
+        d / "data",
+        "--out",
+        tmp_path / "m",
+        "--work",
+        tmp_path / "w",
+        "--history-out",
+        tmp_path / "h.csv",
+        "--optimizer",
+        "rmsprop",
+    )
     assert r.exit_code == 2 and "optimizer" in r.output
     assert not (tmp_path / "m").exists() and not (tmp_path / "w").exists()
 
@@ -89,19 +163,51 @@ def test_evaluate_names_missing_scores(tmp_path):
     params = tmp_path / "params.yaml"
     params.write_text("subjects: [digits-lenet5]\nruns: [0]\n")
     (tmp_path / "scores").mkdir()
-    r = invoke("evaluate_rauc", "--params", params, "--scores", tmp_path / "scores",
-               "--metrics-dir", tmp_path / "m", "--plots-dir", tmp_path / "p")
+    r = invoke(
+        "evaluate_rauc",
+        "--params",
+        params,
+        "--scores",
+        tmp_path / "scores",
+        "--seed",
+        0,
+        "--budgets",
+        "100",
+        "--metrics-dir",
+        tmp_path / "m",
+        "--plots-dir",
+        tmp_path / "p",
+    )
     assert r.exit_code == 2 and "no score tables" in r.output
     assert not (tmp_path / "m").exists()
 
 
 def test_stages_chain_on_the_tiny_run(tiny_run, tmp_path):
     d = tiny_run["dir"]
-    sel, pred, scores = tmp_path / "sel.json", tmp_path / "pred", tmp_path / "scores" / "s" / "run-0"
-    assert invoke("select_checkpoints", "--checkpoints", d / "models", "--k", 3, "--alpha", 0.9,
-                  "--out", sel, "--plot-out", tmp_path / "s.csv").exit_code == 0
-    r = invoke("predict_probabilities", "--checkpoints", d / "models", "--data", d / "data",
-               "--out", pred)
+    sel, pred, scores = (
+        tmp_path / "sel.json",
+        tmp_path / "pred",
+        tmp_path / "scores" / "s" / "run-0",
+    )
+    assert (
+        invoke(
+            "select_checkpoints",
+            "--checkpoints",
+            d / "models",
+            "--k",
+            3,
+            "--alpha",
+            0.9,
+            "--out",
+            sel,
+            "--plot-out",
+            tmp_path / "s.csv",
+        ).exit_code
+        == 0
+    )
+    r = invoke(
+        "predict_probabilities", "--checkpoints", d / "models", "--data", d / "data", "--out", pred
+    )
     assert r.exit_code == 0, r.output
     import pandas as pd
 
@@ -114,39 +220,116 @@ def test_stages_chain_on_the_tiny_run(tiny_run, tmp_path):
     feats = pd.read_parquet(pred / "final-features.parquet")
     assert set(feats["split"]) == {"test", "train"} and "feat_83" in feats
     wanted = sorted(set(plan["selected_epochs"]) | set(plan["last_k_epochs"]))
-    r = invoke("score_ncip", "--predictions", pred, "--selection", sel,
-               "--out", scores / "ncip.parquet", "--cost-out", scores / "ncip-cost.json")
+    r = invoke(
+        "score_ncip",
+        "--predictions",
+        pred,
+        "--selection",
+        sel,
+        "--out",
+        scores / "ncip.parquet",
+        "--cost-out",
+        scores / "ncip-cost.json",
+    )
     assert r.exit_code == 0, r.output
     cost = json.loads((scores / "ncip-cost.json").read_text())
     assert cost["predicted_checkpoints"] == len(wanted) and cost["predict"] > 0
-    r = invoke("score_baselines", "--subject", "digits-lenet5", "--data", d / "data",
-               "--checkpoints", d / "models", "--out", scores / "baselines.parquet",
-               "--cost-out", scores / "cost.json", "--random-repeats", 3,
-               "--predictions", pred)  # fmt: skip
-    assert r.exit_code == 0, r.output
     params = tmp_path / "params.yaml"
-    params.write_text("subjects: [digits-lenet5]\nruns: [0]\n")
-    r = invoke("evaluate_rauc", "--params", params, "--scores", tmp_path / "scores",
-               "--metrics-dir", tmp_path / "metrics", "--plots-dir", tmp_path / "plots")
+    params.write_text(
+        "subjects: [digits-lenet5]\nruns: [0]\nbaselines:\n"
+        "  methods: random,entropy,deepgini,msp,pcs\n  random: {repeats: 3}\n"
+    )
+    r = invoke(
+        "score_baselines",
+        "--subject",
+        "digits-lenet5",
+        "--data",
+        d / "data",
+        "--checkpoints",
+        d / "models",
+        "--out",
+        scores / "baselines.parquet",
+        "--cost-out",
+        scores / "cost.json",
+        "--params",
+        params,
+        "--seed",
+        0,
+        "--batch-size",
+        256,
+        "--predictions",
+        pred,
+    )
+    assert r.exit_code == 0, r.output
+    assert (
+        len(
+            pd.read_parquet(scores / "baselines.parquet")
+            .query("method == 'random'")["repeat"]
+            .unique()
+        )
+        == 3
+    )
+    r = invoke(
+        "evaluate_rauc",
+        "--params",
+        params,
+        "--scores",
+        tmp_path / "scores",
+        "--seed",
+        0,
+        "--budgets",
+        "100,200",
+        "--metrics-dir",
+        tmp_path / "metrics",
+        "--plots-dir",
+        tmp_path / "plots",
+    )
     assert r.exit_code == 0, r.output
     m = json.loads((tmp_path / "metrics" / "clean.json").read_text())
-    for method in ("ncip", "tvd", "tvd+nc", "tvd+margin", "random", "entropy", "deepgini",
-                   "msp", "pcs"):  # fmt: skip
+    for method in (
+        "ncip",
+        "tvd",
+        "tvd+nc",
+        "tvd+margin",
+        "random",
+        "entropy",
+        "deepgini",
+        "msp",
+        "pcs",
+    ):
         assert 0 < m["rauc_all"][method]["digits-lenet5"] <= 1
     assert m["rauc_all"]["deepgini"]["digits-lenet5"] > m["rauc_all"]["random"]["digits-lenet5"]
     assert "Table 3" in (tmp_path / "metrics" / "tables.md").read_text()
     assert (tmp_path / "plots" / "figures" / "fault_diversity-digits-lenet5.png").stat().st_size
 
 
-@pytest.mark.parametrize("text,match", [("subjects: []\n", "lists no subjects"),
-                                        ("subjects: [digits-lenet5]\nruns: [-1]\n", "runs"),
-                                        ("subjects: [digits-lenet5]\nruns: []\n", "runs"),
-                                        ("subjects: [digits-lenet9]\n", "unknown model")])  # fmt: skip
+@pytest.mark.parametrize(
+    "text,match",
+    [
+        ("subjects: []\n", "lists no subjects"),
+        ("subjects: [digits-lenet5]\nruns: [-1]\n", "runs"),
+        ("subjects: [digits-lenet5]\nruns: []\n", "runs"),
+        ("subjects: [digits-lenet9]\n", "unknown model"),
+    ],
+)
 def test_evaluate_rejects_bad_study_parameters(tmp_path, text, match):
     params = tmp_path / "params.yaml"
     params.write_text(text)
-    r = invoke("evaluate_rauc", "--params", params, "--scores", tmp_path,
-               "--metrics-dir", tmp_path / "m", "--plots-dir", tmp_path / "p")
+    r = invoke(
+        "evaluate_rauc",
+        "--params",
+        params,
+        "--scores",
+        tmp_path,
+        "--seed",
+        0,
+        "--budgets",
+        "100",
+        "--metrics-dir",
+        tmp_path / "m",
+        "--plots-dir",
+        tmp_path / "p",
+    )
     assert r.exit_code == 2 and match in r.output
     assert not (tmp_path / "m").exists()
 
@@ -160,20 +343,36 @@ def test_stored_predictions_give_the_baselines_what_running_the_models_gives(tin
     from ncip.scores import ScoringContext
 
     d = tiny_run["dir"]
-    r = invoke("predict_probabilities", "--checkpoints", d / "models", "--data", d / "data",
-               "--out", tmp_path / "pred")  # fmt: skip
+    r = invoke(
+        "predict_probabilities",
+        "--checkpoints",
+        d / "models",
+        "--data",
+        d / "data",
+        "--out",
+        tmp_path / "pred",
+    )
     assert r.exit_code == 0, r.output
     splits = {"test": load_split(d / "data" / "test.npz")}
-    kw = dict(subject="s", seed=0, checkpoint_dir=d / "models", eval_splits=splits,
-              train=load_split(d / "data" / "train.npz"),
-              labelled={"test": load_split(d / "data" / "val.npz")})  # fmt: skip
+    kw = dict(
+        subject="s",
+        seed=0,
+        checkpoint_dir=d / "models",
+        eval_splits=splits,
+        train=load_split(d / "data" / "train.npz"),
+        labelled={"test": load_split(d / "data" / "val.npz")},
+    )
     stored = ScoringContext(**kw, predictions=Predictions(tmp_path / "pred"))
     run = ScoringContext(**kw)
-    for a, b in ((stored.final_logits("test"), run.final_logits("test")),
-                 (stored.final_features("test"), run.final_features("test")),
-                 (stored.outputs("train", None)[1], run.outputs("train", kw["train"].x)[1])):
+    for a, b in (
+        (stored.final_logits("test"), run.final_logits("test")),
+        (stored.final_features("test"), run.final_features("test")),
+        (stored.outputs("train", None)[1], run.outputs("train", kw["train"].x)[1]),
+    ):
         assert np.allclose(a, b, atol=1e-5)
     for key, x in (("eval:test", splits["test"].x), ("labelled:test", kw["labelled"]["test"].x)):
         a, b = stored.checkpoint_logits(key, x), run.checkpoint_logits(key, x)
-        assert len(a) == len(b) == 6 and all(np.allclose(u, v, atol=1e-5) for u, v in zip(a, b))
+        assert len(a) == len(b) == 6 and all(
+            np.allclose(u, v, atol=1e-5) for u, v in zip(a, b, strict=True)
+        )
     assert "final_model" not in stored._cache  # nothing was run

@@ -6,11 +6,12 @@ import pytest
 import scipy.stats
 
 from ncip import paper
+from ncip.curves import tvd_curve, weak_collapse_curve
 from ncip.data import Split
 from ncip.predict import softmax64
 from ncip.report import cost_table, retrain_by_subject, side_by_side
 from ncip.retrain import RetrainConfig, retrain_gains, split_pool
-from ncip.study import holm, rank_biserial, tvd_curve, weak_collapse_curve, wilcoxon_table
+from ncip.statistics import holm, rank_biserial, wilcoxon_table
 
 
 def test_holm_by_hand():
@@ -28,8 +29,9 @@ def test_rank_biserial_by_hand():
 def test_wilcoxon_matches_scipy_and_the_papers_extremes():
     rng = np.random.default_rng(0)
     base = rng.random(14)
-    wide = pd.DataFrame({"ncip": base + 0.01 + rng.random(14) * 0.01, "deepgini": base,
-                         "random": base - 0.3})  # fmt: skip
+    wide = pd.DataFrame(
+        {"ncip": base + 0.01 + rng.random(14) * 0.01, "deepgini": base, "random": base - 0.3}
+    )
     t = wilcoxon_table(wide).set_index("baseline")
     # NCIP above a baseline on all 14 pairs: the exact one-sided p is 2^-14 = 6.10e-5 (Table 5)
     assert t.loc["random", "p_raw"] == pytest.approx(2**-14)
@@ -86,26 +88,44 @@ def test_paper_values_are_the_papers():
 
 
 def test_side_by_side_sets_ours_beside_the_paper():
-    mean = pd.DataFrame({"subject": "fmnist-lenet5", "split": "test",
-                         "method": ["ncip", "deepgini"], "rauc_all": [0.93, 0.89]})  # fmt: skip
-    md = side_by_side(mean, "test", "rauc_all", paper.TABLE3, ["deepgini", "ncip"],
-                      ["fmnist-lenet5"])  # fmt: skip
+    mean = pd.DataFrame(
+        {
+            "subject": "fmnist-lenet5",
+            "split": "test",
+            "method": ["ncip", "deepgini"],
+            "rauc_all": [0.93, 0.89],
+        }
+    )
+    md = side_by_side(
+        mean, "test", "rauc_all", paper.TABLE3, ["deepgini", "ncip"], ["fmnist-lenet5"]
+    )
     assert "| NCIP | **0.930** | **0.931** |" in md
     assert "| DeepGini | 0.890 | 0.898 |" in md
 
 
 def test_cost_table_charges_each_method_the_shared_inference_it_reads():
     k = "fmnist-lenet5/run-0"
-    cost = {"stages": {},
-            "methods": {"lsa": {k: {"prepare": 0.0, "score": 2.0}},
-                        "dsa": {k: {"prepare": 0.0, "score": 3.0}},
-                        **{m: {k: {"prepare": 0.0, "score": 0.25}}
-                           for m in ("entropy", "deepgini", "msp", "pcs")},
-                        "tdpr": {k: {"prepare": 4.0, "score": 1.5}},
-                        "ncip": {k: {"prepare": 0.5, "predict": 6.0, "score": 0.1}}},
-            "shared_inference": {k: {"all_checkpoints": 10.0, "final_model_test_sets": 1.0,
-                                     "final_model_train": 0.5,
-                                     "rows": {"test": 60, "adv": 0, "val": 20, "val-adv": 20}}}}  # fmt: skip
+    cost = {
+        "stages": {},
+        "methods": {
+            "lsa": {k: {"prepare": 0.0, "score": 2.0}},
+            "dsa": {k: {"prepare": 0.0, "score": 3.0}},
+            **{
+                m: {k: {"prepare": 0.0, "score": 0.25}}
+                for m in ("entropy", "deepgini", "msp", "pcs")
+            },
+            "tdpr": {k: {"prepare": 4.0, "score": 1.5}},
+            "ncip": {k: {"prepare": 0.5, "predict": 6.0, "score": 0.1}},
+        },
+        "shared_inference": {
+            k: {
+                "all_checkpoints": 10.0,
+                "final_model_test_sets": 1.0,
+                "final_model_train": 0.5,
+                "rows": {"test": 60, "adv": 0, "val": 20, "val-adv": 20},
+            }
+        },
+    }
     md = cost_table(cost)
     # SA = 2 + 3 + the training-set features 0.5; Uncert = 4 x 0.25 + the final model's 1.0;
     # TDPR = its ranker + every checkpoint, 40% of the inputs for training, 60% for scoring
@@ -114,8 +134,12 @@ def test_cost_table_charges_each_method_the_shared_inference_it_reads():
 
 
 def test_retrain_aggregation():
-    g = retrain_by_subject({"s-x/run-0": {"methods": {"ncip": {"gain": 0.01}}},
-                            "s-x/run-1": {"methods": {"ncip": {"gain": 0.03}}}})  # fmt: skip
+    g = retrain_by_subject(
+        {
+            "s-x/run-0": {"methods": {"ncip": {"gain": 0.01}}},
+            "s-x/run-1": {"methods": {"ncip": {"gain": 0.03}}},
+        }
+    )
     assert g["s-x"]["ncip"] == pytest.approx(2.0)
 
 
@@ -127,13 +151,33 @@ def test_sweep_collection_reads_dvcs_experiment_listing(tmp_path):
     spec = importlib.util.spec_from_file_location("collect", ROOT / "scripts" / "collect_sweep.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    exp = lambda name, alpha, v: {"rev": "abc", "name": name, "data": {  # noqa: E731
-        "params": {"params.yaml": {"data": {"alpha": alpha, "k": 30}}},
-        "metrics": {"metrics/clean.json": {"data": {"rauc_all": {"ncip": {"s-x": v}},
-                                                     "fault_types_5pct": {"ncip": {"s-x": 3}}}}}}}
-    listing = [{"rev": "workspace", "name": None, "data": {}, "experiments": [
-        {"revs": [exp("sweep-alpha-0.1", 0.1, 0.8)]}, {"revs": [exp("sweep-alpha-0.9", 0.9, 0.9)]},
-        {"revs": [exp("other", 0.5, 0.1)]}]}]  # fmt: skip
+    exp = lambda name, alpha, v: {  # noqa: E731
+        "rev": "abc",
+        "name": name,
+        "data": {
+            "params": {"params.yaml": {"data": {"alpha": alpha, "k": 30}}},
+            "metrics": {
+                "metrics/clean.json": {
+                    "data": {
+                        "rauc_all": {"ncip": {"s-x": v}},
+                        "fault_types_5pct": {"ncip": {"s-x": 3}},
+                    }
+                }
+            },
+        },
+    }
+    listing = [
+        {
+            "rev": "workspace",
+            "name": None,
+            "data": {},
+            "experiments": [
+                {"revs": [exp("sweep-alpha-0.1", 0.1, 0.8)]},
+                {"revs": [exp("sweep-alpha-0.9", 0.9, 0.9)]},
+                {"revs": [exp("other", 0.5, 0.1)]},
+            ],
+        }
+    ]
     found = mod.experiments(listing)
     assert sorted(n for n, _, _ in found) == ["other", "sweep-alpha-0.1", "sweep-alpha-0.9"]
     f = tmp_path / "exps.json"
@@ -142,8 +186,19 @@ def test_sweep_collection_reads_dvcs_experiment_listing(tmp_path):
     params.write_text("subjects: [s-x]\n")
     from typer.testing import CliRunner
 
-    r = CliRunner().invoke(mod.app, ["--exps", str(f), "--params", str(params), "--metrics-out",
-                                     str(tmp_path / "s.md"), "--plots-dir", str(tmp_path / "p")])
+    r = CliRunner().invoke(
+        mod.app,
+        [
+            "--exps",
+            str(f),
+            "--params",
+            str(params),
+            "--metrics-out",
+            str(tmp_path / "s.md"),
+            "--plots-dir",
+            str(tmp_path / "p"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     csv = pd.read_csv(tmp_path / "p" / "alpha-rauc_all.csv")
     assert csv["alpha"].tolist() == [0.1, 0.9] and csv["s-x"].tolist() == [0.8, 0.9]

@@ -13,8 +13,14 @@ def test_training_writes_one_checkpoint_per_epoch(tiny_run):
     assert [c.epoch for c in ckpts] == [1, 2, 3, 4, 5, 6]
     assert not (tiny_run["dir"] / "work").exists()  # resume state removed once complete
     hist = tiny_run["history"]
-    assert list(hist.columns[:6]) == ["epoch", "loss", "train_acc", "val_acc", "test_acc",
-                                      "sigma_cos"]  # fmt: skip
+    assert list(hist.columns[:6]) == [
+        "epoch",
+        "loss",
+        "train_acc",
+        "val_acc",
+        "test_acc",
+        "sigma_cos",
+    ]
     assert hist["loss"].iloc[-1] < hist["loss"].iloc[0]
     assert hist["test_acc"].iloc[-1] > 0.5  # it learned something real
     meta = read_meta(ckpts[-1].path)
@@ -54,10 +60,16 @@ def test_changed_config_discards_stale_resume_state(tiny_run, tmp_path):
     assert hist["epoch"].tolist() == [1, 2]
 
 
-@pytest.mark.parametrize("field,value,match", [
-    ("epochs", 0, "epochs"), ("lr", -1.0, "lr"), ("optimizer", "rmsprop", "optimizer"),
-    ("schedule", "step", "schedule"), ("label_smoothing", 1.0, "label_smoothing"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "field,value,match",
+    [
+        ("epochs", 0, "epochs"),
+        ("lr", -1.0, "lr"),
+        ("optimizer", "rmsprop", "optimizer"),
+        ("schedule", "step", "schedule"),
+        ("label_smoothing", 1.0, "label_smoothing"),
+    ],
+)
 def test_bad_training_config(field, value, match):
     with pytest.raises(ValueError, match=match):
         TrainConfig(arch="lenet5", **{field: value}).validate()
@@ -103,7 +115,9 @@ def test_a_crash_at_any_step_of_finishing_is_recovered_by_the_next_run(
     assert _files(out) == want  # the same bytes as a run that never crashed
 
 
-def test_a_kill_between_the_fallback_renames_leaves_the_old_output_restorable(tmp_path, monkeypatch):
+def test_a_kill_between_the_fallback_renames_leaves_the_old_output_restorable(
+    tmp_path, monkeypatch
+):
     import ncip.io as io
 
     out = tmp_path / "out"

@@ -18,7 +18,7 @@ from ncip.cli import app
 
 runner = CliRunner()
 
-NET = textwrap.dedent('''
+NET = textwrap.dedent("""
     import torch.nn as nn
 
     class Net(nn.Module):
@@ -30,7 +30,7 @@ NET = textwrap.dedent('''
 
         def forward(self, x):
             return self.classifier(self.body(x))
-''')
+""")
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +48,19 @@ def env(tmp_path_factory):
 
 
 def rank(folder, env, out, *extra):
-    r = runner.invoke(app, ["rank", str(folder), "--inputs", str(env["dir"] / "test.npz"),
-                            "--out", str(out), "--quiet", *map(str, extra)])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "rank",
+            str(folder),
+            "--inputs",
+            str(env["dir"] / "test.npz"),
+            "--out",
+            str(out),
+            "--quiet",
+            *map(str, extra),
+        ],
+    )
     assert r.exit_code == 0, r.output
     return r
 
@@ -115,9 +126,15 @@ def test_lightning_callback(env, tmp_path):
 
     pl.seed_everything(0)
     data = torch.utils.data.TensorDataset(env["x"], env["y"])
-    trainer = pl.Trainer(max_epochs=4, logger=False, enable_checkpointing=False, accelerator="cpu",
-                         enable_progress_bar=False, enable_model_summary=False,
-                         callbacks=[NCIPCheckpoint(tmp_path / "ck", model="writer_net:Net")])  # fmt: skip
+    trainer = pl.Trainer(
+        max_epochs=4,
+        logger=False,
+        enable_checkpointing=False,
+        accelerator="cpu",
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[NCIPCheckpoint(tmp_path / "ck", model="writer_net:Net")],
+    )
     trainer.fit(Lit(), torch.utils.data.DataLoader(data, batch_size=64))
     assert len(list((tmp_path / "ck").glob("epoch-*.safetensors"))) == 4
     r = rank(tmp_path / "ck", env, tmp_path / "r.csv", "--k", 2)
@@ -128,9 +145,15 @@ def test_hugging_face_callback(tmp_path):
     transformers = pytest.importorskip("transformers")
     from ncip.hf import NCIPCallback
 
-    cfg = transformers.BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1,
-                                  num_attention_heads=2, intermediate_size=32, num_labels=4,
-                                  max_position_embeddings=16)  # fmt: skip
+    cfg = transformers.BertConfig(
+        vocab_size=40,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        num_labels=4,
+        max_position_embeddings=16,
+    )
     g = torch.Generator().manual_seed(0)
     tokens = torch.randint(2, 40, (160, 10), generator=g)
     labels = tokens[:, 0] % 4
@@ -142,17 +165,40 @@ def test_hugging_face_callback(tmp_path):
         def __getitem__(self, i):
             return {"input_ids": tokens[i], "labels": labels[i]}
 
-    args = transformers.TrainingArguments(str(tmp_path / "out"), num_train_epochs=3,
-                                          per_device_train_batch_size=16, save_strategy="no",
-                                          report_to=[], use_cpu=True, logging_strategy="no",
-                                          learning_rate=5e-3, disable_tqdm=True)  # fmt: skip
+    args = transformers.TrainingArguments(
+        str(tmp_path / "out"),
+        num_train_epochs=3,
+        per_device_train_batch_size=16,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        logging_strategy="no",
+        learning_rate=5e-3,
+        disable_tqdm=True,
+    )
     torch.manual_seed(0)
-    transformers.Trainer(model=transformers.BertForSequenceClassification(cfg), args=args,
-                         train_dataset=Data(), callbacks=[NCIPCallback(tmp_path / "ck")]).train()  # fmt: skip
+    transformers.Trainer(
+        model=transformers.BertForSequenceClassification(cfg),
+        args=args,
+        train_dataset=Data(),
+        callbacks=[NCIPCallback(tmp_path / "ck")],
+    ).train()
     assert len(list((tmp_path / "ck").glob("epoch-*.safetensors"))) == 3
     np.savez(tmp_path / "tok.npz", x=tokens[128:].numpy(), y=labels[128:].numpy())
-    r = runner.invoke(app, ["rank", str(tmp_path / "ck"), "--inputs", str(tmp_path / "tok.npz"),
-                            "--out", str(tmp_path / "r.csv"), "--k", 2, "--quiet"])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "rank",
+            str(tmp_path / "ck"),
+            "--inputs",
+            str(tmp_path / "tok.npz"),
+            "--out",
+            str(tmp_path / "r.csv"),
+            "--k",
+            2,
+            "--quiet",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "BertForSequenceClassification (config recorded)" in r.output
 
@@ -208,8 +254,14 @@ def test_prune_refuses_lightning_top_k_checkpoints(env, tmp_path):
 
     pl.seed_everything(0)
     ck = pl.callbacks.ModelCheckpoint(tmp_path / "ck", monitor="train_loss", save_top_k=3)
-    trainer = pl.Trainer(max_epochs=8, logger=False, callbacks=[ck], accelerator="cpu",
-                         enable_progress_bar=False, enable_model_summary=False)  # fmt: skip
+    trainer = pl.Trainer(
+        max_epochs=8,
+        logger=False,
+        callbacks=[ck],
+        accelerator="cpu",
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     data = torch.utils.data.TensorDataset(env["x"], env["y"])
     trainer.fit(Lit(), torch.utils.data.DataLoader(data, batch_size=64))
     r = runner.invoke(app, ["prune", str(tmp_path / "ck"), "--model", "writer_net:Net", "--k", 2])

@@ -27,14 +27,30 @@ class Images(torch.utils.data.Dataset):
         return {"pixel_values": pixels[i], "labels": labels[i]}
 
 
-config = transformers.ViTConfig(image_size=28, patch_size=7, num_channels=1, hidden_size=64,
-                                num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-                                num_labels=10)
+config = transformers.ViTConfig(
+    image_size=28,
+    patch_size=7,
+    num_channels=1,
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=128,
+    num_labels=10,
+)
 torch.manual_seed(0)
-args = transformers.TrainingArguments(str(out / "ckpt"), num_train_epochs=epochs,
-                                      per_device_train_batch_size=128, learning_rate=1e-3,
-                                      save_strategy="epoch", logging_strategy="no", report_to=[],
-                                      use_cpu=True, disable_tqdm=True, seed=0)
-transformers.Trainer(model=transformers.ViTForImageClassification(config), args=args,
-                     train_dataset=Images()).train()
+args = transformers.TrainingArguments(
+    str(out / "ckpt"),
+    num_train_epochs=epochs,
+    per_device_train_batch_size=128,
+    learning_rate=1e-3,
+    save_strategy="epoch",
+    logging_strategy="no",
+    report_to=[],
+    use_cpu=True,
+    disable_tqdm=True,
+    seed=0,
+)
+transformers.Trainer(
+    model=transformers.ViTForImageClassification(config), args=args, train_dataset=Images()
+).train()
 save_test_set(out / "test.npz")

@@ -1,7 +1,7 @@
 """PyTorch Lightning: keep every epoch's checkpoint (ModelCheckpoint keeps one by default).
 
-    python train_lightning.py OUT_DIR [EPOCHS]
-    ncip rank OUT_DIR/ckpt --model common.py:Net --inputs OUT_DIR/test.npz --out ranking.csv
+python train_lightning.py OUT_DIR [EPOCHS]
+ncip rank OUT_DIR/ckpt --model common.py:Net --inputs OUT_DIR/test.npz --out ranking.csv
 """
 
 import sys
@@ -36,7 +36,13 @@ x, y, *_ = fashion_mnist()
 data = TensorDataset(torch.from_numpy(x).float().div(255).unsqueeze(1), torch.from_numpy(y))
 pl.seed_everything(0)
 keep_all = pl.callbacks.ModelCheckpoint(dirpath=out / "ckpt", save_top_k=-1)  # every epoch
-trainer = pl.Trainer(max_epochs=epochs, callbacks=[keep_all], logger=False, accelerator="cpu",
-                     enable_progress_bar=False, enable_model_summary=False)
+trainer = pl.Trainer(
+    max_epochs=epochs,
+    callbacks=[keep_all],
+    logger=False,
+    accelerator="cpu",
+    enable_progress_bar=False,
+    enable_model_summary=False,
+)
 trainer.fit(LitNet(), DataLoader(data, batch_size=128, shuffle=True))
 save_test_set(out / "test.npz")

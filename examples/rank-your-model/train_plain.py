@@ -1,7 +1,7 @@
 """A plain PyTorch loop that keeps one state dict per epoch, as many users already do.
 
-    python train_plain.py OUT_DIR [EPOCHS]
-    ncip rank OUT_DIR/ckpt --model common.py:Net --inputs OUT_DIR/test.npz --out ranking.csv
+python train_plain.py OUT_DIR [EPOCHS]
+ncip rank OUT_DIR/ckpt --model common.py:Net --inputs OUT_DIR/test.npz --out ranking.csv
 """
 
 import sys

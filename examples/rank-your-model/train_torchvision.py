@@ -35,8 +35,14 @@ for epoch in range(epochs):
         opt.zero_grad()
         loss.backward()
         opt.step()
-    torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch,
-                "args": argparse.Namespace(model="resnet18", lr=0.05)},
-               out / "ckpt" / f"model_{epoch}.pth")
+    torch.save(
+        {
+            "model": model.state_dict(),
+            "optimizer": opt.state_dict(),
+            "epoch": epoch,
+            "args": argparse.Namespace(model="resnet18", lr=0.05),
+        },
+        out / "ckpt" / f"model_{epoch}.pth",
+    )
 np.save(out / "test.npy", np.repeat(x_test[..., None], 3, axis=-1))  # [N, 28, 28, 3] uint8
 np.save(out / "test_y.npy", y_test)

@@ -11,8 +11,10 @@ source id itself is stored beside it), so that the combined set of all attacks h
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -46,7 +48,9 @@ class AttackConfig:
 
     def validate(self) -> None:
         if not 0 < self.eps <= 1:
-            raise ValueError(f"attack eps must lie in (0, 1] (inputs are in [0, 1]), got {self.eps}")
+            raise ValueError(
+                f"attack eps must lie in (0, 1] (inputs are in [0, 1]), got {self.eps}"
+            )
         if not 0 < self.step <= self.eps:
             raise ValueError(f"attack step must lie in (0, eps], got {self.step}")
         if self.steps < 1 or self.cw_steps < 1:
@@ -75,13 +79,15 @@ def make_attack(name: str, model: torch.nn.Module, cfg: AttackConfig):
     if name == "fgsm":
         return torchattacks.FGSM(model, eps=cfg.eps)
     if name == "pgd":
-        return torchattacks.PGD(model, eps=cfg.eps, alpha=cfg.step, steps=cfg.steps,
-                                random_start=cfg.random_start)  # fmt: skip
+        return torchattacks.PGD(
+            model, eps=cfg.eps, alpha=cfg.step, steps=cfg.steps, random_start=cfg.random_start
+        )
     if name == "bim":
         return torchattacks.BIM(model, eps=cfg.eps, alpha=cfg.step, steps=cfg.steps)
     if name == "cw":
-        return torchattacks.CW(model, c=cfg.cw_c, kappa=cfg.cw_kappa, steps=cfg.cw_steps,
-                               lr=cfg.cw_lr)  # fmt: skip
+        return torchattacks.CW(
+            model, c=cfg.cw_c, kappa=cfg.cw_kappa, steps=cfg.cw_steps, lr=cfg.cw_lr
+        )
     raise ValueError(f"unknown attack {name!r}; choose from {', '.join(ATTACKS)}")
 
 
@@ -138,16 +144,106 @@ def source_ids(ids: np.ndarray) -> np.ndarray:
     return np.array([i.rsplit("@", 1)[0] for i in ids.astype(str)])
 
 
-def adversarial_sets(directory, source: str = "test", info=None) -> dict[str, Split]:
-    """The combined adversarial version of ``source`` in a generate-adversarial output, keyed
-    "adv"; empty when there is none (no directory given, or a text dataset). With ``info``
-    the set is checked against the dataset (shape, [0, 1] range, labels)."""
-    from pathlib import Path
+def subsample(sources: dict[str, Split], name: str, size: int, seed: int) -> dict[str, Split]:
+    """Keep a stratified subset of ``size`` inputs of ``sources[name]`` (0 or more: all)."""
+    from ncip.data import stratified_split
 
-    from ncip.data import load_split
+    if name not in sources or not 0 < size < len(sources[name]):
+        return sources
+    split = sources[name]
+    _, keep = stratified_split(split.y, size / len(split), np.random.default_rng(seed))
+    return {**sources, name: split.subset(keep)}
 
-    if directory is None:
-        return {}
-    name = "adv.npz" if source == "test" else f"{source}-adv.npz"
-    path = Path(directory) / name
-    return {"adv": load_split(path, info)} if path.exists() else {}
+
+def attack_record(model, src: Split, adv: Split, clean_pred: np.ndarray, seconds: float) -> dict:
+    """Accuracy before and after, success rate, perturbation size and seconds of one attack."""
+    from ncip.predict import batched_outputs
+
+    adv_pred = batched_outputs(model, adv.x).argmax(1)
+    delta = adv.x.reshape(len(adv), -1) - src.x.reshape(len(src), -1) / 255.0
+    correct = clean_pred == src.y
+    return {
+        "clean_accuracy": float(correct.mean()),
+        "adversarial_accuracy": float((adv_pred == src.y).mean()),
+        # success: a correctly classified input whose adversarial version is not
+        "success_rate": float((adv_pred[correct] != src.y[correct]).mean()),
+        "linf_max": float(np.abs(delta).max()),
+        "l2_mean": float(np.linalg.norm(delta, axis=1).mean()),
+        "seconds": seconds,
+    }
+
+
+def generate_sets(
+    model,
+    sources: dict[str, Split],
+    names: list[str],
+    cfg: AttackConfig,
+    seed: int,
+    batch_size: int,
+    folder: Path,
+) -> dict:
+    """Attack every source split with every attack; write ``<prefix>-<attack>.npz`` and the
+    combined ``<prefix>.npz`` (prefix ``adv`` for test, ``<split>-adv`` otherwise) into
+    ``folder``. Returns attack -> split -> :func:`attack_record`."""
+    from ncip.data import save_split
+    from ncip.predict import batched_outputs
+
+    report: dict = {}
+    for split_name, src in sources.items():
+        prefix = "adv" if split_name == "test" else f"{split_name}-adv"
+        clean_pred = batched_outputs(model, src.x).argmax(1)
+        made = {}
+        for i, name in enumerate(names):
+            t0 = time.perf_counter()
+            adv = attack_split(
+                model,
+                src,
+                name,
+                cfg,
+                seed=seed + 7919 * i,
+                batch_size=batch_size,
+                desc=f"{name} {split_name}",
+            )
+            seconds = time.perf_counter() - t0
+            report.setdefault(name, {})[split_name] = attack_record(
+                model, src, adv, clean_pred, seconds
+            )
+            save_split(Path(folder) / f"{prefix}-{name}.npz", adv)
+            made[name] = adv
+        save_split(Path(folder) / f"{prefix}.npz", combine(made))
+    return report
+
+
+def attack_run(
+    checkpoints: Path,
+    data: Path,
+    splits: list[str],
+    val_size: int,
+    names: list[str],
+    cfg: AttackConfig,
+    seed: int,
+    run: int,
+    batch_size: int,
+    device: str,
+    folder: Path,
+) -> dict:
+    """generate-adversarial for one training run: attack the final checkpoint on the prepared
+    ``splits`` (val subsampled to ``val_size``, which only trains TDPR's and EffiMAP's
+    predictors) into ``folder``; returns the record. Text models are not attacked (the paper
+    attacks image models only): the record says so and ``folder`` stays empty."""
+    from ncip.checkpoints import check_data_matches, list_checkpoints, load_model
+    from ncip.data import load_info, load_split
+    from ncip.logs import log
+    from ncip.predict import resolve_device
+
+    info = load_info(data)
+    sources = {name: load_split(Path(data) / f"{name}.npz", info) for name in splits}
+    sources = subsample(sources, "val", val_size, seed)
+    final = list_checkpoints(checkpoints)[-1]
+    check_data_matches(info, final.meta, data, final.path)
+    if info.kind != "image":
+        log.info("skipping adversarial generation: %s is not an image dataset", data)
+        return {"epoch": final.epoch, "skipped": "not an image dataset"}
+    model = load_model(final.path, resolve_device(device))
+    made = generate_sets(model, sources, names, cfg, seed * 1000 + run, batch_size, folder)
+    return {"epoch": final.epoch, "config": cfg.__dict__, "attacks": made}

@@ -54,8 +54,10 @@ def read_meta(path: Path | str) -> dict[str, Any]:
     """The checkpoint's metadata record, read from the header alone."""
     header = safetensors_header(Path(path))
     if "ncip" not in header:
-        raise CheckpointError(f"{path} is not an ncip checkpoint (no 'ncip' metadata record); "
-                              "rank it with `ncip rank --model ...`, or move it out of the run")
+        raise CheckpointError(
+            f"{path} is not an ncip checkpoint (no 'ncip' metadata record); "
+            "rank it with `ncip rank --model ...`, or move it out of the run"
+        )
     try:
         return json.loads(header["ncip"])
     except ValueError:
@@ -92,8 +94,10 @@ def _state(path: Path | str) -> dict:
     state = read_tensors(Checkpoint(Path(path), "ncip"))
     for k, v in state.items():
         if v.is_floating_point() and not bool(torch.isfinite(v).all()):
-            raise CheckpointError(f"{path} holds NaN or infinite weights (in {k!r}): training "
-                                  "diverged; retrain with a lower learning rate")
+            raise CheckpointError(
+                f"{path} holds NaN or infinite weights (in {k!r}): training "
+                "diverged; retrain with a lower learning rate"
+            )
     return state
 
 
@@ -114,11 +118,14 @@ def load_weights(model: Classifier, path: Path | str) -> Classifier:
 def check_data_matches(info, meta: dict[str, Any], data_dir, checkpoint: Path) -> None:
     """The prepared data is what the checkpoints were trained on (shape and classes)."""
     if meta.get("input_shape") and list(meta["input_shape"]) != list(info.input_shape):
-        raise CheckpointError(f"{data_dir} holds inputs of shape {list(info.input_shape)} but "
-                              f"{checkpoint} was trained on {list(meta['input_shape'])}")
+        raise CheckpointError(
+            f"{data_dir} holds inputs of shape {list(info.input_shape)} but "
+            f"{checkpoint} was trained on {list(meta['input_shape'])}"
+        )
     if meta.get("num_classes") and int(meta["num_classes"]) != info.num_classes:
-        raise CheckpointError(f"{data_dir} has {info.num_classes} classes but {checkpoint} "
-                              f"has {meta['num_classes']}")
+        raise CheckpointError(
+            f"{data_dir} has {info.num_classes} classes but {checkpoint} has {meta['num_classes']}"
+        )
 
 
 def list_checkpoints(directory: Path | str) -> list[CheckpointInfo]:

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import typer
 
+from ncip.collapse import ALPHA, K
 from ncip.stage import StageError, stage_main
 
 app = typer.Typer(add_completion=False, help=__doc__, no_args_is_help=True)
@@ -42,10 +43,22 @@ def check_params(
 
 @app.command()
 def methods() -> None:
-    """List the registered baseline prioritization methods."""
-    from ncip.scores import list_methods
+    """List the registered methods: name, table name, paper name, options with defaults, needs."""
+    from ncip.evaluation import method_order
+    from ncip.scores import list_methods, method_info
+    from ncip.scores.registry import NEEDS
 
-    typer.echo("\n".join(list_methods()))
+    for family, title in (
+        ("baseline", "baselines (score-baselines; params.yaml `baselines`)"),
+        ("ncip", "NCIP and its ablations (score-ncip)"),
+    ):
+        typer.echo(f"{title}:")
+        for name in method_order(list_methods(family)):
+            i = method_info(name)
+            opts = ", ".join(f"{k}={v!r}" for k, v in i.options.items()) or "-"
+            needs = ", ".join(NEEDS[n] for n in i.needs) or "the final model's outputs"
+            typer.echo(f"  {name:<11} {i.display:<11} paper: {i.paper or '-':<11} options: {opts}")
+            typer.echo(f"  {'':<11} needs: {needs}")
 
 
 RANK_EXAMPLES = """Examples:
@@ -76,45 +89,76 @@ def _floats(value: str | None, name: str) -> list[float] | None:
 @stage_main
 def rank(
     checkpoints: list[str] = typer.Argument(
-        None, help="a folder of checkpoints, a glob ('ckpt/epoch_*.pt'), or the files in training "
+        None,
+        help="a folder of checkpoints, a glob ('ckpt/epoch_*.pt'), or the files in training "
         "order: ncip or plain safetensors, .pt/.pth/.bin state dicts, Lightning .ckpt, timm and "
-        "torchvision dicts, Hugging Face checkpoint-<step>/ folders", show_default=False),
+        "torchvision dicts, Hugging Face checkpoint-<step>/ folders",
+        show_default=False,
+    ),
     checkpoints_opt: list[str] = typer.Option(None, "--checkpoints", help="same as the argument"),
-    inputs: Path = typer.Option(..., help=".npz (x, optional ids and y), .npy (memory-mapped), "
-                                "or a folder of images (ImageFolder layout or flat)"),
-    out: Path = typer.Option(..., help="ranked table, .csv or .parquet; <stem>.selection.json "
-                             "(and with labels <stem>.evaluation.json) are written beside it"),
-    model: str | None = typer.Option(None, help="package.module:function or file.py:function (a "
-                                     "factory returning an nn.Module; gets num_classes if it "
-                                     "takes it), torchvision:NAME, or an ncip model; not needed "
-                                     "for ncip or Hugging Face checkpoints"),
-    labels: Path | None = typer.Option(None, help="labels (.npy or .txt): compare NCIP with "
-                                       "margin, DeepGini and random order on your model"),
+    inputs: Path = typer.Option(
+        ...,
+        help=".npz (x, optional ids and y), .npy (memory-mapped), "
+        "or a folder of images (ImageFolder layout or flat)",
+    ),
+    out: Path = typer.Option(
+        ...,
+        help="ranked table, .csv or .parquet; <stem>.selection.json "
+        "(and with labels <stem>.evaluation.json) are written beside it",
+    ),
+    model: str | None = typer.Option(
+        None,
+        help="package.module:function or file.py:function (a "
+        "factory returning an nn.Module; gets num_classes if it "
+        "takes it), torchvision:NAME, or an ncip model; not needed "
+        "for ncip or Hugging Face checkpoints",
+    ),
+    labels: Path | None = typer.Option(
+        None,
+        help="labels (.npy or .txt): compare NCIP with "
+        "margin, DeepGini and random order on your model",
+    ),
     ids: Path | None = typer.Option(None, help="sample ids (.npy or .txt), one per input"),
-    head: str | None = typer.Option(None, help="the classifier layer (default: the last "
-                                    "nn.Linear with one output per class)"),
-    num_classes: int | None = typer.Option(None, min=2, help="classes, for a factory that takes "
-                                           "num_classes (default: inferred from the checkpoint)"),
-    prefix: str | None = typer.Option(None, help="prefix to strip from the checkpoint's keys "
-                                      "(default: found, e.g. 'module.' or 'model.')"),
-    ema: bool = typer.Option(False, "--ema", help="use the EMA weights (state_dict_ema, "
-                             "model_ema)"),
-    k: int = typer.Option(30, help="checkpoints NCIP selects (paper: 30)"),
-    alpha: float = typer.Option(0.9, help="candidate pool: the last round(alpha*m) checkpoints"),
+    head: str | None = typer.Option(
+        None, help="the classifier layer (default: the last nn.Linear with one output per class)"
+    ),
+    num_classes: int | None = typer.Option(
+        None,
+        min=2,
+        help="classes, for a factory that takes "
+        "num_classes (default: inferred from the checkpoint)",
+    ),
+    prefix: str | None = typer.Option(
+        None,
+        help="prefix to strip from the checkpoint's keys "
+        "(default: found, e.g. 'module.' or 'model.')",
+    ),
+    ema: bool = typer.Option(
+        False, "--ema", help="use the EMA weights (state_dict_ema, model_ema)"
+    ),
+    k: int = typer.Option(K, help="checkpoints NCIP selects (paper: 30)"),
+    alpha: float = typer.Option(ALPHA, help="candidate pool: the last round(alpha*m) checkpoints"),
     no_scale: bool = typer.Option(False, "--no-scale", help="do not divide uint8 inputs by 255"),
-    mean: str | None = typer.Option(None, help="per-channel mean to subtract, e.g. "
-                                    "0.485,0.456,0.406"),
+    mean: str | None = typer.Option(
+        None, help="per-channel mean to subtract, e.g. 0.485,0.456,0.406"
+    ),
     std: str | None = typer.Option(None, help="per-channel std to divide by"),
-    skip_bad: bool = typer.Option(False, "--skip-bad", help="drop checkpoints with NaN/inf "
-                                  "weights or outputs (with a warning) instead of stopping"),
+    skip_bad: bool = typer.Option(
+        False,
+        "--skip-bad",
+        help="drop checkpoints with NaN/inf "
+        "weights or outputs (with a warning) instead of stopping",
+    ),
     preview: Path | None = typer.Option(None, help="a .png grid of the top-ranked image inputs"),
     batch_size: int = typer.Option(256, min=1),
     device: str = typer.Option("auto", help="auto, cpu or cuda[:N]"),
-    engine: str = typer.Option("auto", help="inference path: auto, sequential, channels_last, "
-                               "stacked (see ncip.engine)"),
+    engine: str = typer.Option(
+        "auto", help="inference path: auto, sequential, channels_last, stacked (see ncip.engine)"
+    ),
     precision: str = typer.Option("fp32", help="fp32, bf16 or fp16 (autocast)"),
-    compile: bool = typer.Option(False, "--compile", help="torch.compile the model (pays off on "
-                                 "long runs)"),
+    compile: bool = typer.Option(
+        False, "--compile", help="torch.compile the model (pays off on long runs)"
+    ),
     seed: int = typer.Option(0, help="tie-breaking seed"),
     quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
 ) -> None:
@@ -127,12 +171,29 @@ def rank(
         raise StageError("give the checkpoints: a folder, a glob such as 'ckpt/*.pt', or files")
     check_output_path(out, preview)  # before any work
     result = rank_inputs(
-        sources[0] if len(sources) == 1 else sources, inputs, model, k=k, alpha=alpha, ids=ids,
-        labels=labels, head=head, num_classes=num_classes, prefix=prefix, ema=ema,
-        scale=not no_scale, mean=_floats(mean, "mean"), std=_floats(std, "std"),
-        batch_size=batch_size, device=device, skip_bad=skip_bad, seed=seed,
-        show_progress=not quiet, engine_path=engine, precision=precision, compile=compile,
-    )  # fmt: skip
+        sources[0] if len(sources) == 1 else sources,
+        inputs,
+        model,
+        k=k,
+        alpha=alpha,
+        ids=ids,
+        labels=labels,
+        head=head,
+        num_classes=num_classes,
+        prefix=prefix,
+        ema=ema,
+        scale=not no_scale,
+        mean=_floats(mean, "mean"),
+        std=_floats(std, "std"),
+        batch_size=batch_size,
+        device=device,
+        skip_bad=skip_bad,
+        seed=seed,
+        show_progress=not quiet,
+        engine_path=engine,
+        precision=precision,
+        compile=compile,
+    )
     images = None
     if preview is not None:
         x = result.inputs.x
@@ -149,10 +210,11 @@ def rank(
 @stage_main
 def prune(
     folder: Path = typer.Argument(..., help="a folder of one run's checkpoints (any format)"),
-    model: str | None = typer.Option(None, help="as for `ncip rank`; not needed for ncip or "
-                                     "Hugging Face checkpoints"),
-    k: int = typer.Option(30, help="checkpoints NCIP selects (rank with the same k)"),
-    alpha: float = typer.Option(0.9, help="candidate pool: the last round(alpha*m) checkpoints"),
+    model: str | None = typer.Option(
+        None, help="as for `ncip rank`; not needed for ncip or Hugging Face checkpoints"
+    ),
+    k: int = typer.Option(K, help="checkpoints NCIP selects (rank with the same k)"),
+    alpha: float = typer.Option(ALPHA, help="candidate pool: the last round(alpha*m) checkpoints"),
     head: str | None = typer.Option(None, help="the classifier layer (default: found)"),
     num_classes: int | None = typer.Option(None, min=2),
     prefix: str | None = typer.Option(None),
@@ -162,14 +224,17 @@ def prune(
     """Delete every checkpoint NCIP would not select; `ncip rank` then ranks as before."""
     from ncip.prune import apply_prune, plan_prune
 
-    p = plan_prune(folder, model, k=k, alpha=alpha, head=head, num_classes=num_classes,
-                   prefix=prefix, ema=ema)
+    p = plan_prune(
+        folder, model, k=k, alpha=alpha, head=head, num_classes=num_classes, prefix=prefix, ema=ema
+    )
     typer.echo(p.describe())
     if not p.delete:
         typer.echo("nothing to delete: NCIP uses every checkpoint here")
     elif yes:
         apply_prune(p)
-        typer.echo(f"deleted {len(p.delete)} checkpoints; the selection is in {folder}/ncip-prune.json")
+        typer.echo(
+            f"deleted {len(p.delete)} checkpoints; the selection is in {folder}/ncip-prune.json"
+        )
     else:
         typer.echo("dry run: nothing was deleted; add --yes to delete")
 

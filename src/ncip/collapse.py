@@ -7,6 +7,9 @@ import warnings
 
 import numpy as np
 
+K = 30  # checkpoints NCIP selects (paper default)
+ALPHA = 0.9  # candidate pool: the last round(ALPHA * m) checkpoints (paper default)
+
 
 def sigma_cos(W: np.ndarray) -> float:
     """Std of the pairwise cosine similarities of the class vectors (rows of W) (NCIP Eq. 5).
@@ -98,6 +101,6 @@ def plan_selection(epochs, nc_scores, k: int, alpha: float) -> dict:
         "pool_epochs": epochs[pool].tolist(),
         "selected": [{"epoch": int(epochs[i]), "sigma_cos": float(scores[i])} for i in chosen],
         "selected_epochs": epochs[chosen].tolist(),
-        "last_k_epochs": epochs[-int(k):].tolist(),
+        "last_k_epochs": epochs[-int(k) :].tolist(),
         "sigma_cos": {int(e): float(s) for e, s in zip(epochs, scores, strict=True)},
     }

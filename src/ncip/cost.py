@@ -70,8 +70,16 @@ def collect(subjects: list[str], runs: list[int], root: Path | str = ".") -> dic
         for r in runs:
             key, tag = f"{s}/run-{r}", f"{s}-run-{r}"
             scores = root / "scores" / s / f"run-{r}"
-            put("train-with-checkpoints", key, _training_seconds(root / "plots" / "training" / f"{tag}.csv"))
-            put("generate-adversarial", key, _attack_seconds(root / "metrics" / "attacks" / f"{tag}.json"))
+            put(
+                "train-with-checkpoints",
+                key,
+                _training_seconds(root / "plots" / "training" / f"{tag}.csv"),
+            )
+            put(
+                "generate-adversarial",
+                key,
+                _attack_seconds(root / "metrics" / "attacks" / f"{tag}.json"),
+            )
             put("select-checkpoints", key, _seconds(root / "selection" / s / f"run-{r}.json"))
             index = _json(root / "predictions" / s / f"run-{r}" / "index.json")
             put("predict-probabilities", key, None if index is None else float(index["seconds"]))
@@ -79,17 +87,25 @@ def collect(subjects: list[str], runs: list[int], root: Path | str = ".") -> dic
             put("score-ncip", key, None if ncip is None else float(ncip["score"]))
             base = _json(scores / "baselines-cost.json")
             put("score-baselines", key, None if base is None else base.get("seconds"))
-            put("analyze-checkpoints", key, _seconds(root / "plots" / "analysis" / tag / "timing.json"))
+            put(
+                "analyze-checkpoints",
+                key,
+                _seconds(root / "plots" / "analysis" / tag / "timing.json"),
+            )
             put("retrain-guidance", key, _seconds(root / "metrics" / "retrain" / f"{tag}.json"))
             if ncip is not None:
                 methods.setdefault("ncip", {})[key] = {
-                    "prepare": float(ncip["select"]), "predict": float(ncip["predict"]),
-                    "score": float(ncip["score"])}  # fmt: skip
+                    "prepare": float(ncip["select"]),
+                    "predict": float(ncip["predict"]),
+                    "score": float(ncip["score"]),
+                }
             for m, c in (base or {}).items():
                 if isinstance(c, dict) and "score" in c:
                     prep = sum(v for k, v in c.items() if k.startswith("prepare"))
-                    methods.setdefault(m, {})[key] = {"prepare": float(prep),
-                                                      "score": float(sum(c["score"].values()))}  # fmt: skip
+                    methods.setdefault(m, {})[key] = {
+                        "prepare": float(prep),
+                        "score": float(sum(c["score"].values())),
+                    }
             if index is not None and "timing" in index:
                 t = index["timing"]
                 feats = t.get("feature_seconds", {})
@@ -98,7 +114,7 @@ def collect(subjects: list[str], runs: list[int], root: Path | str = ".") -> dic
                     "final_model_test_sets": float(feats.get("test", 0.0) + feats.get("adv", 0.0)),
                     "final_model_train": float(feats.get("train", 0.0)),
                     "rows": index.get("splits", {}),
-                }  # fmt: skip
+                }
     return {"stages": stages, "methods": methods, "shared_inference": shared}
 
 
@@ -108,7 +124,7 @@ def _method(cost: dict, m: str, key: str, part: str) -> float:
 
 
 def table9_rows(cost: dict) -> dict[str, list[float]]:
-    """"subject/run-r" -> the paper's Table 9 columns (paper.COST_COLUMNS order)."""
+    """ "subject/run-r" -> the paper's Table 9 columns (paper.COST_COLUMNS order)."""
     rows = {}
     keys = sorted({k for per in cost["methods"].values() for k in per})
     for key in keys:
@@ -119,16 +135,21 @@ def table9_rows(cost: dict) -> dict[str, list[float]]:
         test_share = (rows_of.get("test", 0) + rows_of.get("adv", 0)) / total_rows
         every = sh.get("all_checkpoints", 0.0)
 
-        def m(name: str, part: str) -> float:
+        def m(name: str, part: str, key: str = key) -> float:
             return _method(cost, name, key, part)
 
         sa = m("lsa", "prepare") + m("lsa", "score") + m("dsa", "prepare") + m("dsa", "score")
         rows[key] = [
             sa + sh.get("final_model_train", 0.0),
             sh.get("final_model_test_sets", 0.0) + sum(m(c, "score") for c in CONFIDENCE),
-            m("dropout", "score"), m("nns", "score"), m("sets", "score"),
-            m("effimap", "prepare"), m("effimap", "score"),
-            m("tdpr", "prepare") + every * val_share, m("tdpr", "score") + every * test_share,
-            m("ncip", "prepare"), m("ncip", "predict"),
-        ]  # fmt: skip
+            m("dropout", "score"),
+            m("nns", "score"),
+            m("sets", "score"),
+            m("effimap", "prepare"),
+            m("effimap", "score"),
+            m("tdpr", "prepare") + every * val_share,
+            m("tdpr", "score") + every * test_share,
+            m("ncip", "prepare"),
+            m("ncip", "predict"),
+        ]
     return rows

@@ -51,8 +51,9 @@ class EngineConfig:
         if self.path not in PATHS:
             raise ValueError(f"engine path must be one of {', '.join(PATHS)}, got {self.path!r}")
         if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got "
-                             f"{self.precision!r}")
+            raise ValueError(
+                f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"
+            )
         if self.batch_size is not None and self.batch_size < 1:
             raise ValueError(f"batch size must be positive, got {self.batch_size}")
         if self.stack_chunk < 1:
@@ -63,8 +64,9 @@ def _has_conv2d(model: nn.Module) -> bool:
     return any(isinstance(m, nn.Conv2d) for m in model.modules())
 
 
-def choose_path(model: nn.Module, device: torch.device, sample: torch.Tensor, path: str,
-                checkpoints: int) -> str:  # fmt: skip
+def choose_path(
+    model: nn.Module, device: torch.device, sample: torch.Tensor, path: str, checkpoints: int
+) -> str:
     """The path ``auto`` resolves to for this model, input and device (a rule, not a timing)."""
     if path != "auto":
         if path == "stacked" and checkpoints < 2:
@@ -90,9 +92,13 @@ class Engine:
     ``load(i)`` puts checkpoint i's weights into ``model`` (in place); ``preprocess`` turns a
     stored batch (numpy) into a model batch (a tensor on the CPU)."""
 
-    def __init__(self, model: nn.Module, device: torch.device | str = "cpu",
-                 config: EngineConfig | None = None,
-                 preprocess: Callable[[np.ndarray], torch.Tensor] | None = None):  # fmt: skip
+    def __init__(
+        self,
+        model: nn.Module,
+        device: torch.device | str = "cpu",
+        config: EngineConfig | None = None,
+        preprocess: Callable[[np.ndarray], torch.Tensor] | None = None,
+    ):
         from ncip.data import as_model_input
 
         self.config = config or EngineConfig()
@@ -129,8 +135,9 @@ class Engine:
             self._compiled = torch.compile(self.model, dynamic=False)
         return self._compiled
 
-    def run(self, load: Callable[[int], None], checkpoints: int, x,
-            features: bool = False) -> Iterator[tuple[int, int, np.ndarray, np.ndarray | None]]:  # fmt: skip
+    def run(
+        self, load: Callable[[int], None], checkpoints: int, x, features: bool = False
+    ) -> Iterator[tuple[int, int, np.ndarray, np.ndarray | None]]:
         """Yield ``(checkpoint index, start row, logits [b, C] float32, features or None)``
         batch by batch, checkpoints in order. ``features`` (penultimate representation, the
         model's ``features(x)``) forces a sequential path."""
@@ -217,8 +224,15 @@ def _logits(out) -> torch.Tensor:
     return logits_of(out)
 
 
-def single(model: nn.Module, x, *, device=None, config: EngineConfig | None = None,
-           features: bool = False, preprocess=None) -> tuple[np.ndarray, np.ndarray | None]:  # fmt: skip
+def single(
+    model: nn.Module,
+    x,
+    *,
+    device=None,
+    config: EngineConfig | None = None,
+    features: bool = False,
+    preprocess=None,
+) -> tuple[np.ndarray, np.ndarray | None]:
     """One model's logits (and features) on ``x`` through the engine."""
     dev = device or next(model.parameters()).device
     engine = Engine(model, dev, config, preprocess)

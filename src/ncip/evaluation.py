@@ -11,37 +11,40 @@ import pandas as pd
 
 from ncip.metrics import evaluate_order, order_from_scores
 
-# Display names and the paper's row order (Tables 3, 4, 6), then the ablation variants.
-DISPLAY = {
-    "random": "RS",
-    "lsa": "LSA",
-    "dsa": "DSA",
-    "entropy": "Entropy",
-    "deepgini": "DeepGini",
-    "msp": "MSP",
-    "pcs": "PCS",
-    "dropout": "Dropout",
-    "effimap": "EffiMAP",
-    "nns": "NNS",
-    "tdpr": "TDPR",
-    "sets": "SETS",
-    "ncip": "NCIP",
-    "tvd": "TVD",
-    "tvd+nc": "TVD+NC",
-    "tvd+margin": "TVD+Margin",
-}
-ABLATION = ["tvd", "tvd+nc", "tvd+margin", "ncip"]
 GROUP = ["subject", "run", "split", "method", "repeat"]
 
 
+def _methods():
+    from ncip import scores  # importing registers every method
+
+    return scores
+
+
 def display(method: str) -> str:
-    return DISPLAY.get(method, method)
+    """A method's table name, as registered (unregistered names are shown as they are)."""
+    s = _methods()
+    return s.method_info(method).display if method in s.list_methods(None) else method
+
+
+def ablation() -> list[str]:
+    """NCIP and its ablation variants (Tables 7-8), in the paper's row order."""
+    return method_order(_methods().list_methods("ncip"))
+
+
+def baselines() -> list[str]:
+    """Every registered baseline, in the paper's row order, then the others alphabetically."""
+    return method_order(_methods().list_methods("baseline"))
 
 
 def method_order(methods) -> list[str]:
-    """The paper's row order for known methods, then any others alphabetically."""
+    """The paper's row order for methods the paper has, then any others alphabetically."""
+    from ncip.paper import row_order
+
     given = set(methods)
-    known = [m for m in DISPLAY if m in given]
+    s = _methods()
+    pos = {name: i for i, name in enumerate(row_order())}
+    paper_name = {m: s.method_info(m).paper for m in given if m in s.list_methods(None)}
+    known = sorted((m for m in given if paper_name.get(m) in pos), key=lambda m: pos[paper_name[m]])
     return known + sorted(given - set(known))
 
 
@@ -57,10 +60,17 @@ def evaluate_table(
         if g["sample_id"].duplicated().any():
             raise ValueError(f"duplicate sample ids in the score group {key}")
         order = order_from_scores(g["score"].to_numpy(), seed)
-        m = evaluate_order(order, g["label"].to_numpy(), g["pred"].to_numpy(), budgets,
-                           fault_fractions)  # fmt: skip
-        rows.append({**dict(zip(GROUP, key, strict=True)), "n": len(g),
-                     "faults": int((g["label"] != g["pred"]).sum()), **m})  # fmt: skip
+        m = evaluate_order(
+            order, g["label"].to_numpy(), g["pred"].to_numpy(), budgets, fault_fractions
+        )
+        rows.append(
+            {
+                **dict(zip(GROUP, key, strict=True)),
+                "n": len(g),
+                "faults": int((g["label"] != g["pred"]).sum()),
+                **m,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -88,51 +98,6 @@ def nested(mean: pd.DataFrame, split: str, metrics: list[str]) -> dict:
 
 def _num(v: float) -> float | None:
     return None if v is None or not np.isfinite(v) else round(float(v), 6)
-
-
-def markdown_table(
-    mean: pd.DataFrame,
-    split: str,
-    metric: str,
-    methods: list[str] | None = None,
-    digits: int = 3,
-    std: pd.DataFrame | None = None,
-    avg: bool = False,
-) -> str:
-    """Methods x subjects, best value per subject in bold (like the paper's Tables 3-4);
-    ``avg`` adds the mean over subjects (like Table 6)."""
-    part = mean[mean["split"] == split]
-    if part.empty:
-        return "_no data_\n"
-    subjects = sorted(part["subject"].unique())
-    # explicit lists keep their order (the ablation's); otherwise the paper's row order
-    methods = list(methods) if methods is not None else method_order(part["method"].unique())
-    methods = [m for m in methods if m in set(part["method"])]
-    pivot = part.pivot(index="method", columns="subject", values=metric)
-    sd = None
-    if std is not None:
-        s = std[std["split"] == split]
-        sd = s.pivot(index="method", columns="subject", values=metric)
-    if avg:
-        pivot = pivot.assign(Avg=pivot[subjects].mean(axis=1))
-        subjects = subjects + ["Avg"]
-    best = {s: pivot.loc[methods, s].max() for s in subjects}
-    head = "| Method | " + " | ".join(subjects) + " |\n"
-    head += "|---|" + "---:|" * len(subjects) + "\n"
-    lines = []
-    for m in methods:
-        cells = []
-        for s in subjects:
-            v = pivot.loc[m, s] if s in pivot.columns else np.nan
-            if not np.isfinite(v):
-                cells.append("–")
-                continue
-            txt = f"{v:.{digits}f}" if digits else f"{v:.0f}"
-            if sd is not None and s in sd.columns and m in sd.index and np.isfinite(sd.loc[m, s]):
-                txt += f" ± {sd.loc[m, s]:.{digits}f}" if digits else f" ± {sd.loc[m, s]:.0f}"
-            cells.append(f"**{txt}**" if np.isclose(v, best[s]) else txt)
-        lines.append(f"| {display(m)} | " + " | ".join(cells) + " |")
-    return head + "\n".join(lines) + "\n"
 
 
 def fault_curve(per_order: pd.DataFrame, subject: str, split: str, fractions) -> pd.DataFrame:
@@ -168,6 +133,13 @@ def detection_curve(table: pd.DataFrame, subject: str, split: str, seed: int, po
     return out
 
 
+def long_curve(wide: pd.DataFrame) -> pd.DataFrame:
+    """A wide curve table (x, then one column per method) as rows of (x, series, value): DVC
+    draws one line per series with the `series` template, so dvc.yaml names no methods."""
+    x = wide.columns[0]
+    return wide.melt(id_vars=[x], var_name="series", value_name="value")
+
+
 def attack_table(reports: dict[str, dict]) -> str:
     """Per subject and attack: clean and adversarial accuracy, success rate, perturbation size."""
     lines = [
@@ -188,3 +160,79 @@ def attack_table(reports: dict[str, dict]) -> str:
                 f"{r['linf_max']:.4f} | {r['l2_mean']:.3f} | {r['seconds']:.1f} |"
             )
     return "\n".join(lines) + "\n"
+
+
+FRACTIONS = tuple(range(1, 11))  # fault types at 1..10% budgets (Fig. 5; Table 7 reads 5%)
+
+
+def study_scores(table: pd.DataFrame, subjects: list[str], runs: list[int]) -> pd.DataFrame:
+    """The score rows of the study's subjects and runs; every (subject, run) must have some."""
+    table = table[table["subject"].isin(subjects) & table["run"].isin(runs)]
+    have = set(zip(table["subject"], table["run"], strict=True))
+    missing = [f"{s}/run-{r}" for s in subjects for r in runs if (s, r) not in have]
+    if missing:
+        raise ValueError(f"no scores for {', '.join(missing)}; run the scoring stages first")
+    return table
+
+
+def accuracy(table: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """split -> subject -> accuracy of the model under test (from any method's rows)."""
+    acc = table.drop_duplicates(["subject", "run", "split", "sample_id"])
+    acc = acc.assign(correct=acc["label"] == acc["pred"])
+    by = acc.groupby(["split", "subject"])["correct"].mean()
+    return {
+        sp: {s: round(float(v), 6) for s, v in by[sp].items()}
+        for sp in by.index.get_level_values(0).unique()
+    }
+
+
+def metric_names(budgets) -> list[str]:
+    return [f"rauc_{n}" for n in budgets] + ["rauc_all", "apfd", "fault_types_5pct"]
+
+
+def tables_markdown(
+    mean: pd.DataFrame, std: pd.DataFrame, budgets, n_runs: int, attacks: dict
+) -> str:
+    """metrics/tables.md: every metric's methods x subjects table, this run only."""
+    from ncip.tables import render_table
+
+    sd = std if n_runs > 1 else None
+    note = f"mean ± std over {n_runs} training runs" if n_runs > 1 else "one training run"
+    rows = method_order(m for m in mean["method"].unique() if m not in ablation() or m == "ncip")
+
+    def table(split, metric, methods, **kw):
+        return render_table(mean, split, metric, methods, std=sd, **kw)
+
+    out = [
+        f"# Prioritization results ({note})\n",
+        "Generated by `evaluate-rauc`; best value per subject in bold.\n",
+        "## RAUC-ALL on clean data (paper Table 3)\n",
+        table("test", "rauc_all", rows),
+    ]
+    for n in budgets:
+        ref = " (paper Table 4)" if n == 500 else ""
+        out += [f"## RAUC-{n} on clean data{ref}\n", table("test", f"rauc_{n}", rows)]
+    out += ["## APFD on clean data\n", table("test", "apfd", rows)]
+    out += [
+        "## Ablation: fault types at a 5% budget (paper Table 7)\n",
+        table("test", "fault_types_5pct", ablation(), digits=0),
+        "## Ablation: RAUC-ALL (paper Table 8)\n",
+        table("test", "rauc_all", ablation()),
+    ]
+    out += [
+        "TVD uses the last K checkpoints; +NC uses the NC-selected ones instead; +Margin adds "
+        "zscore(1 - margin of the final model). NCIP = TVD+NC+Margin.\n"
+    ]
+    if (mean["split"] == "adv").any():
+        out += [
+            "## Adversarial data: RAUC-500 (paper Table 6, left)\n",
+            "One combined set of FGSM, PGD, BIM and CW inputs per subject.\n",
+            table("adv", "rauc_500", rows, avg=True),
+            "## Adversarial data: RAUC-ALL (paper Table 6, right)\n",
+            table("adv", "rauc_all", rows, avg=True),
+            "## Adversarial data: ablation RAUC-ALL\n",
+            table("adv", "rauc_all", ablation()),
+        ]
+    if attacks:
+        out += ["## Attacks on the test split (paper Table 2 settings)\n", attack_table(attacks)]
+    return "\n".join(out)

@@ -56,26 +56,46 @@ def parse_external(external: Any, where: str = "params.yaml") -> dict[str, Exter
     out = {}
     for name, spec in external.items():
         if not isinstance(spec, dict) or "checkpoints" not in spec or "data" not in spec:
-            raise ExternalError(f"{where}: external subject {name!r} needs `checkpoints` (a folder) "
-                                "and `data` (a folder with train.npz, val.npz, test.npz)")
-        unknown = set(spec) - {"checkpoints", "data", "model", "head", "mean", "std", "paper",
-                               "classes"}  # fmt: skip
+            raise ExternalError(
+                f"{where}: external subject {name!r} needs `checkpoints` (a folder) "
+                "and `data` (a folder with train.npz, val.npz, test.npz)"
+            )
+        unknown = set(spec) - {
+            "checkpoints",
+            "data",
+            "model",
+            "head",
+            "mean",
+            "std",
+            "paper",
+            "classes",
+        }
         if unknown:
-            raise ExternalError(f"{where}: external subject {name!r} has unknown keys "
-                                f"{sorted(unknown)}")
+            raise ExternalError(
+                f"{where}: external subject {name!r} has unknown keys {sorted(unknown)}"
+            )
         if (spec.get("mean") is None) != (spec.get("std") is None):
             raise ExternalError(f"{where}: external subject {name!r}: give mean and std together")
         out[str(name)] = ExternalSpec(
-            str(name), Path(spec["checkpoints"]), Path(spec["data"]), spec.get("model"),
-            spec.get("head"), spec.get("mean"), spec.get("std"), spec.get("paper"),
-            spec.get("classes"))  # fmt: skip
+            str(name),
+            Path(spec["checkpoints"]),
+            Path(spec["data"]),
+            spec.get("model"),
+            spec.get("head"),
+            spec.get("mean"),
+            spec.get("std"),
+            spec.get("paper"),
+            spec.get("classes"),
+        )
     return out
 
 
 def _load_npz(path: Path, name: str) -> Split:
     if not path.is_file():
-        raise ExternalError(f"external subject {name}: {path} does not exist (train.npz, val.npz "
-                            "and test.npz with x, y and optional ids)")
+        raise ExternalError(
+            f"external subject {name}: {path} does not exist (train.npz, val.npz "
+            "and test.npz with x, y and optional ids)"
+        )
     try:
         with np.load(path, allow_pickle=False) as z:
             if "x" not in z.files or "y" not in z.files:
@@ -99,15 +119,21 @@ def prepare_external(spec: ExternalSpec) -> tuple[DatasetInfo, dict[str, Split],
     x = splits["train"].x
     text = x.ndim == 2 and x.dtype.kind in "iu"
     if not text and x.ndim != 4:
-        raise ExternalError(f"external subject {spec.name}: images must be [N, C, H, W] (uint8, or "
-                            f"float32 in [0, 1]) and text [N, L] token ids; train.npz has "
-                            f"{list(x.shape)} {x.dtype}")
+        raise ExternalError(
+            f"external subject {spec.name}: images must be [N, C, H, W] (uint8, or "
+            f"float32 in [0, 1]) and text [N, L] token ids; train.npz has "
+            f"{list(x.shape)} {x.dtype}"
+        )
     y_max = max(int(s.y.max()) for s in splits.values())
     classes = spec.classes or [str(c) for c in range(y_max + 1)]
-    info = DatasetInfo(name=spec.name, kind="text" if text else "image", classes=list(classes),
-                       input_shape=list(x.shape[1:]),
-                       vocab_size=int(max(int(s.x.max()) for s in splits.values()) + 1) if text else None,
-                       sizes={k: len(v) for k, v in splits.items()})  # fmt: skip
+    info = DatasetInfo(
+        name=spec.name,
+        kind="text" if text else "image",
+        classes=list(classes),
+        input_shape=list(x.shape[1:]),
+        vocab_size=int(max(int(s.x.max()) for s in splits.values()) + 1) if text else None,
+        sizes={k: len(v) for k, v in splits.items()},
+    )
     if not text:
         xf = x.astype(np.float64) / (255.0 if x.dtype == np.uint8 else 1.0)
         info.mean = xf.mean(axis=(0, 2, 3)).tolist()
@@ -129,8 +155,10 @@ def run_folder(spec: ExternalSpec, run: int) -> Path:
         return sub
     if run == 0 and spec.checkpoints.is_dir():
         return spec.checkpoints
-    raise ExternalError(f"external subject {spec.name} has no checkpoints for run {run}: put them in "
-                        f"{sub}/ (or study runs: [0])")
+    raise ExternalError(
+        f"external subject {spec.name} has no checkpoints for run {run}: put them in "
+        f"{sub}/ (or study runs: [0])"
+    )
 
 
 def manifest(spec: ExternalSpec) -> dict:
@@ -145,12 +173,21 @@ def manifest(spec: ExternalSpec) -> dict:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 h.update(block)
         files[str(f.relative_to(spec.checkpoints))] = h.hexdigest()
-    return {"spec": {k: (str(v) if isinstance(v, Path) else v) for k, v in spec.__dict__.items()},
-            "files": files}  # fmt: skip
+    return {
+        "spec": {k: (str(v) if isinstance(v, Path) else v) for k, v in spec.__dict__.items()},
+        "files": files,
+    }
 
 
-def import_external(spec: ExternalSpec, info: DatasetInfo, splits: dict[str, Split],
-                    out_dir: Path, subject: str, run: int, device: str = "cpu") -> pd.DataFrame:  # fmt: skip
+def import_external(
+    spec: ExternalSpec,
+    info: DatasetInfo,
+    splits: dict[str, Split],
+    out_dir: Path,
+    subject: str,
+    run: int,
+    device: str = "cpu",
+) -> pd.DataFrame:
     """Write the run's checkpoints in the study's format into ``out_dir`` (atomically, as a
     whole); return the history (epoch = position in training order, accuracies, σ_cos)."""
     from ncip.checkpoints import checkpoint_name, save_state
@@ -167,14 +204,26 @@ def import_external(spec: ExternalSpec, info: DatasetInfo, splits: dict[str, Spl
     dev = resolve_device(device)
     lm = load_model(spec.model, cs, info.num_classes, None, spec.head, dev)
     if lm.num_classes != info.num_classes:
-        raise ExternalError(f"external subject {spec.name}: the model has {lm.num_classes} classes "
-                            f"but the data has {info.num_classes}")
+        raise ExternalError(
+            f"external subject {spec.name}: the model has {lm.num_classes} classes "
+            f"but the data has {info.num_classes}"
+        )
     wrapped = ForeignClassifier(lm.model, lm.head, spec.mean, spec.std).to(dev).eval()
-    meta_base = {"arch": "external", "factory": spec.model, "head": lm.head,
-                 "head_key": f"net.{lm.head}.weight", "mean": spec.mean, "std": spec.std,
-                 "subject": subject, "run": run, "dataset": info.name,
-                 "num_classes": info.num_classes, "in_channels": info.in_channels,
-                 "input_shape": info.input_shape, "vocab_size": info.vocab_size}  # fmt: skip
+    meta_base = {
+        "arch": "external",
+        "factory": spec.model,
+        "head": lm.head,
+        "head_key": f"net.{lm.head}.weight",
+        "mean": spec.mean,
+        "std": spec.std,
+        "subject": subject,
+        "run": run,
+        "dataset": info.name,
+        "num_classes": info.num_classes,
+        "in_channels": info.in_channels,
+        "input_shape": info.input_shape,
+        "vocab_size": info.vocab_size,
+    }
     if lm.hf:
         import json
 
@@ -187,20 +236,33 @@ def import_external(spec: ExternalSpec, info: DatasetInfo, splits: dict[str, Spl
     with atomic_dir(out_dir) as tmp:
         for i, ck in enumerate(progress(cs, f"import {subject}/run-{run}", unit="ckpt"), 1):
             lm.load(ck)
-            acc = {f"{p}_acc": float((batched_outputs(wrapped, s.x, source=str(ck.path)).argmax(1)
-                                      == s.y).mean())
-                   for p, s in (("train", train), ("val", splits["val"]), ("test", splits["test"]))}  # fmt: skip
+            acc = {
+                f"{p}_acc": float(
+                    (batched_outputs(wrapped, s.x, source=str(ck.path)).argmax(1) == s.y).mean()
+                )
+                for p, s in (("train", train), ("val", splits["val"]), ("test", splits["test"]))
+            }
             W = lm.model.state_dict()[f"{lm.head}.weight"].detach().cpu().double().numpy()
-            row = {"epoch": i, **acc, "sigma_cos": sigma_cos(W.reshape(W.shape[0], -1)),
-                   "source": ck.name, "source_epoch": ck.epoch, "source_step": ck.step}  # fmt: skip
-            save_state(tmp / checkpoint_name(i), wrapped.state_dict(),
-                       {**{k: v for k, v in meta_base.items() if v is not None}, "epoch": i,
-                        "metrics": {k: v for k, v in row.items() if k.endswith("acc")},
-                        "source": str(ck.path)})  # fmt: skip
+            row = {
+                "epoch": i,
+                **acc,
+                "sigma_cos": sigma_cos(W.reshape(W.shape[0], -1)),
+                "source": ck.name,
+                "source_epoch": ck.epoch,
+                "source_step": ck.step,
+            }
+            save_state(
+                tmp / checkpoint_name(i),
+                wrapped.state_dict(),
+                {
+                    **{k: v for k, v in meta_base.items() if v is not None},
+                    "epoch": i,
+                    "metrics": {k: v for k, v in row.items() if k.endswith("acc")},
+                    "source": str(ck.path),
+                },
+            )
             rows.append(row)
         hist = pd.DataFrame(rows)
         write_csv(tmp / "history.csv", hist)
     log.info("imported %d checkpoints of %s (%s) into %s", len(rows), subject, cs.order, out_dir)
     return hist
-
-

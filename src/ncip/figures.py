@@ -25,9 +25,15 @@ DASHED = {"TVD", "TVD+NC", "TVD+Margin", "Ideal"}
 
 
 def line_figure(
-    wide: pd.DataFrame, x: str, path: Path, title: str, xlabel: str, ylabel: str,
-    highlight: str = "NCIP", legend_title: str | None = "method",
-) -> None:  # fmt: skip
+    wide: pd.DataFrame,
+    x: str,
+    path: Path,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    highlight: str = "NCIP",
+    legend_title: str | None = "method",
+) -> None:
     """One line per column of a wide table against ``x``: ``highlight`` thick and black, the
     ablation variants dashed, the legend outside the axes so many methods stay readable."""
     sns.set_theme(style="whitegrid")
@@ -43,8 +49,7 @@ def line_figure(
             style.update(linestyle="--")
         ax.plot(wide[x], wide[c], label=c, **style)
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
-    ax.legend(title=legend_title, fontsize=8,
-              loc="center left", bbox_to_anchor=(1.01, 0.5))  # fmt: skip
+    ax.legend(title=legend_title, fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     _save(fig, path)
 
 
@@ -64,15 +69,23 @@ def training_figure(history: pd.DataFrame, selected: list[int], path: Path, titl
     _save(fig, path)
 
 
-def tsne_figure(final: np.ndarray, aggregated: np.ndarray, wrong: np.ndarray, path: Path,
-                title: str, seed: int = 0) -> None:  # fmt: skip
+def tsne_figure(
+    final: np.ndarray,
+    aggregated: np.ndarray,
+    wrong: np.ndarray,
+    path: Path,
+    title: str,
+    seed: int = 0,
+) -> None:
     """t-SNE of final vs NC-aggregated output vectors, misclassified inputs in red (Fig. 1)."""
     from sklearn.manifold import TSNE
 
     sns.set_theme(style="white")
     fig, axes = plt.subplots(1, 2, figsize=(11, 5))
-    for ax, data, name in ((axes[0], final, "final checkpoint"),
-                           (axes[1], aggregated, "mean over NC-selected checkpoints")):  # fmt: skip
+    for ax, data, name in (
+        (axes[0], final, "final checkpoint"),
+        (axes[1], aggregated, "mean over NC-selected checkpoints"),
+    ):
         emb = TSNE(n_components=2, init="pca", random_state=seed, perplexity=30).fit_transform(data)
         ax.scatter(emb[~wrong, 0], emb[~wrong, 1], s=4, c="lightgray", label="correct")
         ax.scatter(emb[wrong, 0], emb[wrong, 1], s=6, c="crimson", label="misclassified")
@@ -81,8 +94,15 @@ def tsne_figure(final: np.ndarray, aggregated: np.ndarray, wrong: np.ndarray, pa
     _save(fig, path)
 
 
-def band_figure(df: pd.DataFrame, x: str, series: dict[str, tuple[str, str]], path: Path,
-                title: str, xlabel: str, ylabel: str) -> None:  # fmt: skip
+def band_figure(
+    df: pd.DataFrame,
+    x: str,
+    series: dict[str, tuple[str, str]],
+    path: Path,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+) -> None:
     """Lines with a ±std band: series = {label: (mean column, std column)} (Fig. 3)."""
     sns.set_theme(style="whitegrid")
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -94,8 +114,9 @@ def band_figure(df: pd.DataFrame, x: str, series: dict[str, tuple[str, str]], pa
     _save(fig, path)
 
 
-def bar_figure(df: pd.DataFrame, label: str, value: str, path: Path, title: str,
-               xlabel: str) -> None:  # fmt: skip
+def bar_figure(
+    df: pd.DataFrame, label: str, value: str, path: Path, title: str, xlabel: str
+) -> None:
     """Horizontal bars of ``value`` per ``label``, NCIP highlighted (Fig. 6)."""
     sns.set_theme(style="whitegrid")
     d = df.sort_values(value)
@@ -146,10 +167,47 @@ def sigma_figure(hist: pd.DataFrame, x: str, path: Path) -> None:
     """σ_cos of the head per checkpoint: falling = class vectors becoming equiangular (NC)."""
     sns.set_theme(style="whitegrid")
     fig, ax = plt.subplots(figsize=(6, 3.2))
-    ax.plot(hist[x], hist["sigma_cos"], marker="o" if len(hist) <= 60 else None, markersize=3,
-            color="black")
+    ax.plot(
+        hist[x],
+        hist["sigma_cos"],
+        marker="o" if len(hist) <= 60 else None,
+        markersize=3,
+        color="black",
+    )
     ax.set_xlabel(x)
     ax.set_ylabel("sigma_cos of the head")
-    ax.set_title("Head equiangularity per checkpoint (NCIP Eq. 5; lower = closer to collapse)",
-                 fontsize=9)
+    ax.set_title(
+        "Head equiangularity per checkpoint (NCIP Eq. 5; lower = closer to collapse)", fontsize=9
+    )
     _save(fig, path)
+
+
+def analysis_figures(a, folder: Path, seed: int) -> None:
+    """tvd_curve.png (Fig. 3), weak_collapse.png (Fig. 9) and tsne.png (Fig. 1) of one run
+    (:class:`ncip.curves.RunAnalysis`)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    bands = {
+        "correct": ("correct_mean", "correct_std"),
+        "misclassified": ("misclassified_mean", "misclassified_std"),
+    }
+    band_figure(
+        a.tvd,
+        "checkpoints",
+        bands,
+        folder / "tvd_curve.png",
+        f"TVD of {a.name} (paper Fig. 3)",
+        "last n checkpoints",
+        "mean TVD to the final checkpoint ± std",
+    )
+    line_figure(
+        a.weak[["checkpoints", "rauc_all", "accuracy"]],
+        "checkpoints",
+        folder / "weak_collapse.png",
+        f"NCIP under weak collapse, {a.name} (paper Fig. 9)",
+        "checkpoints available (first E')",
+        "value",
+        highlight="rauc_all",
+        legend_title=None,
+    )
+    tsne_figure(a.final_probs, a.nc_probs, a.wrong, folder / "tsne.png", a.name, seed)

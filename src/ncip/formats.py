@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from ncip.io import safetensors_open
+
 # The names a Hugging Face Trainer (and similar tools) give to files that hold no model
 # weights; they are skipped without being opened (training_args.bin needs arbitrary unpickling).
 NOT_WEIGHTS = {
@@ -326,10 +328,9 @@ def _inspect_safetensors(p: Path, ema: bool) -> tuple[Checkpoint | None, str]:
 
 def safetensors_header(p: Path) -> dict[str, str]:
     """The metadata of a safetensors file; CheckpointError naming the file if it is unreadable."""
-    from safetensors import safe_open
 
     try:
-        with safe_open(str(p), framework="pt") as f:
+        with safetensors_open(p) as f:
             return f.metadata() or {}
     except Exception as e:  # noqa: BLE001  (safetensors raises its own error types)
         first = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
@@ -463,10 +464,8 @@ def _hf_weight_map(d: Path) -> dict[str, Path] | Path:
 
 def _file_keys(path: Path) -> list[str]:
     if path.suffix == ".safetensors":
-        from safetensors import safe_open
-
         safetensors_header(path)  # a clear error for unreadable files
-        with safe_open(str(path), framework="pt") as f:
+        with safetensors_open(path) as f:
             return list(f.keys())
     return list(_pickled_state(path, None).keys())
 
@@ -504,10 +503,8 @@ def tensor_shapes(ck: Checkpoint) -> dict[str, tuple[int, ...]]:
     out: dict[str, tuple[int, ...]] = {}
     for f in files:
         if f.suffix == ".safetensors":
-            from safetensors import safe_open
-
             safetensors_header(f)
-            with safe_open(str(f), framework="pt") as h:
+            with safetensors_open(f) as h:
                 out.update({k: tuple(h.get_slice(k).get_shape()) for k in h.keys()})  # noqa: SIM118  (safe_open is no dict)
         else:
             key = ck.container_key if f == ck.path else None
@@ -536,11 +533,9 @@ def read_tensors(ck: Checkpoint, keys: Iterable[str] | None = None) -> dict:
 
 def _read_file(path: Path, keys: list[str] | None, container_key: str | None) -> dict:
     if path.suffix == ".safetensors":
-        from safetensors import safe_open
-
         safetensors_header(path)
         try:
-            with safe_open(str(path), framework="pt") as f:
+            with safetensors_open(path) as f:
                 names = list(f.keys())
                 missing = [k for k in keys or () if k not in names]
                 if missing:

@@ -28,9 +28,15 @@ class NCIPCallback(TrainerCallback):
     """Write an ncip checkpoint at the end of every ``every_n_epochs`` epochs (or every
     ``every_n_steps`` steps) into ``dirpath``; see :class:`ncip.CheckpointWriter`."""
 
-    def __init__(self, dirpath: str | Path, *, every_n_epochs: int = 1,
-                 every_n_steps: int | None = None, head: str | None = None,
-                 input_shape: Sequence[int] | None = None):  # fmt: skip
+    def __init__(
+        self,
+        dirpath: str | Path,
+        *,
+        every_n_epochs: int = 1,
+        every_n_steps: int | None = None,
+        head: str | None = None,
+        input_shape: Sequence[int] | None = None,
+    ):
         if every_n_epochs < 1 or (every_n_steps is not None and every_n_steps < 1):
             raise ValueError("every_n_epochs and every_n_steps must be at least 1")
         self.every_n_epochs = every_n_epochs
@@ -44,8 +50,9 @@ class NCIPCallback(TrainerCallback):
         if self._writer is None:
             config = json.loads(model.config.to_json_string())
             extra = {"hf_architecture": type(model).__name__, "hf_config": config}
-            self._writer = CheckpointWriter(self.dirpath, head=self.head,
-                                            input_shape=self.input_shape, extra=extra)  # fmt: skip
+            self._writer = CheckpointWriter(
+                self.dirpath, head=self.head, input_shape=self.input_shape, extra=extra
+            )
         self._writer.save(model, epoch=epoch, step=step)
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
@@ -55,6 +62,9 @@ class NCIPCallback(TrainerCallback):
 
     def on_epoch_end(self, args, state, control, model=None, **kwargs):
         epoch = round(state.epoch)
-        if (self.every_n_steps is None and state.is_world_process_zero
-                and epoch % self.every_n_epochs == 0):  # fmt: skip
+        if (
+            self.every_n_steps is None
+            and state.is_world_process_zero
+            and epoch % self.every_n_epochs == 0
+        ):
             self._save(model, epoch, state.global_step)

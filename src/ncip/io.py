@@ -166,3 +166,23 @@ def write_parquet(path: Path | str, df) -> None:
 def write_text(path: Path | str, text: str) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text)
+
+
+def read_parquet(path: Path | str, **kwargs):
+    """A Parquet table, opened by Python (so that the files a stage reads are visible to
+    Python's audit hooks, which the dependency check uses); kwargs go to pandas."""
+    import pandas as pd
+
+    with open(path, "rb") as f:
+        return pd.read_parquet(f, **kwargs)
+
+
+def safetensors_open(path: Path | str):
+    """``safetensors.safe_open`` (PyTorch tensors), announced as a read to Python's audit
+    hooks first: the Rust reader opens the file where Python's `open` event cannot see it."""
+    import sys
+
+    from safetensors import safe_open
+
+    sys.audit("open", str(path), "rb", 0)
+    return safe_open(str(path), framework="pt")

@@ -29,17 +29,22 @@ def callback_class(base: type) -> type:
         """Write an ncip checkpoint every ``every_n_epochs`` epochs (or every
         ``every_n_train_steps`` steps) into ``dirpath``; see :class:`ncip.CheckpointWriter`."""
 
-        def __init__(self, dirpath: str | Path, *, every_n_epochs: int = 1,
-                     every_n_train_steps: int | None = None, head: str | None = None,
-                     model: str | Callable | None = None,
-                     input_shape: Sequence[int] | None = None):  # fmt: skip
+        def __init__(
+            self,
+            dirpath: str | Path,
+            *,
+            every_n_epochs: int = 1,
+            every_n_train_steps: int | None = None,
+            head: str | None = None,
+            model: str | Callable | None = None,
+            input_shape: Sequence[int] | None = None,
+        ):
             super().__init__()
             if every_n_epochs < 1 or (every_n_train_steps is not None and every_n_train_steps < 1):
                 raise ValueError("every_n_epochs and every_n_train_steps must be at least 1")
             self.every_n_epochs = every_n_epochs
             self.every_n_train_steps = every_n_train_steps
-            self.writer = CheckpointWriter(dirpath, head=head, model=model,
-                                           input_shape=input_shape)  # fmt: skip
+            self.writer = CheckpointWriter(dirpath, head=head, model=model, input_shape=input_shape)
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
             n = self.every_n_train_steps
@@ -48,8 +53,11 @@ def callback_class(base: type) -> type:
 
         def on_train_epoch_end(self, trainer, pl_module):
             epoch = trainer.current_epoch + 1  # 1-based, as the files are named
-            if (self.every_n_train_steps is None and trainer.is_global_zero
-                    and epoch % self.every_n_epochs == 0):  # fmt: skip
+            if (
+                self.every_n_train_steps is None
+                and trainer.is_global_zero
+                and epoch % self.every_n_epochs == 0
+            ):
                 self.writer.save(pl_module, epoch=epoch, step=trainer.global_step)
 
     return NCIPCheckpoint
@@ -64,8 +72,10 @@ def __getattr__(name: str):
         try:
             import lightning.pytorch as pl
         except ImportError:
-            raise ImportError("ncip.lightning needs pytorch-lightning (pip install "
-                              "pytorch-lightning) or lightning") from None
+            raise ImportError(
+                "ncip.lightning needs pytorch-lightning (pip install "
+                "pytorch-lightning) or lightning"
+            ) from None
     cls = callback_class(pl.Callback)
     globals()["NCIPCheckpoint"] = cls
     return cls

@@ -135,8 +135,13 @@ class ForeignClassifier(nn.Module):
 
     arch = "external"
 
-    def __init__(self, net: nn.Module, head: str, mean: Sequence[float] | None = None,
-                 std: Sequence[float] | None = None):  # fmt: skip
+    def __init__(
+        self,
+        net: nn.Module,
+        head: str,
+        mean: Sequence[float] | None = None,
+        std: Sequence[float] | None = None,
+    ):
         super().__init__()
         self.net = net
         self.head_name = head
@@ -188,10 +193,14 @@ class _Resize(nn.Module):
 def lenet1(num_classes: int, in_channels: int) -> Classifier:
     backbone = nn.Sequential(
         _Resize(28),
-        nn.Conv2d(in_channels, 4, 5), nn.ReLU(), nn.MaxPool2d(2),  # 4 x 12 x 12
-        nn.Conv2d(4, 12, 5), nn.ReLU(), nn.MaxPool2d(2),  # 12 x 4 x 4
+        nn.Conv2d(in_channels, 4, 5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),  # 4 x 12 x 12
+        nn.Conv2d(4, 12, 5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),  # 12 x 4 x 4
         nn.Flatten(),
-    )  # fmt: skip
+    )
     return Classifier(backbone, nn.Linear(12 * 4 * 4, num_classes), Normalize(in_channels))
 
 
@@ -199,12 +208,18 @@ def lenet1(num_classes: int, in_channels: int) -> Classifier:
 def lenet5(num_classes: int, in_channels: int) -> Classifier:
     backbone = nn.Sequential(
         _Resize(28),
-        nn.Conv2d(in_channels, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),  # 6 x 14 x 14
-        nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2),  # 16 x 5 x 5
+        nn.Conv2d(in_channels, 6, 5, padding=2),
+        nn.ReLU(),
+        nn.MaxPool2d(2),  # 6 x 14 x 14
+        nn.Conv2d(6, 16, 5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),  # 16 x 5 x 5
         nn.Flatten(),
-        nn.Linear(16 * 5 * 5, 120), nn.ReLU(),
-        nn.Linear(120, 84), nn.ReLU(),
-    )  # fmt: skip
+        nn.Linear(16 * 5 * 5, 120),
+        nn.ReLU(),
+        nn.Linear(120, 84),
+        nn.ReLU(),
+    )
     return Classifier(backbone, nn.Linear(84, num_classes), Normalize(in_channels))
 
 
@@ -219,10 +234,16 @@ def _torchvision_resnet(depth: int, num_classes: int, in_channels: int) -> Class
     net = getattr(torchvision.models, f"resnet{depth}")(num_classes=num_classes)
     net.conv1 = nn.Conv2d(in_channels, 64, 3, stride=1, padding=1, bias=False)
     backbone = nn.Sequential(
-        net.conv1, net.bn1, net.relu,
-        net.layer1, net.layer2, net.layer3, net.layer4,
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-    )  # fmt: skip
+        net.conv1,
+        net.bn1,
+        net.relu,
+        net.layer1,
+        net.layer2,
+        net.layer3,
+        net.layer4,
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+    )
     return Classifier(backbone, net.fc, Normalize(in_channels))
 
 

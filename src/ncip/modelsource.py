@@ -95,8 +95,10 @@ class LoadedModel:
             ):
                 self.head_key = k
                 return
-        raise ModelSourceError(f"cannot find the head {key!r} among {final.path}'s tensors; "
-                               "name the head layer with --head")
+        raise ModelSourceError(
+            f"cannot find the head {key!r} among {final.path}'s tensors; "
+            "name the head layer with --head"
+        )
 
 
 def _hf_pretrained(cls, ck: Checkpoint) -> nn.Module:
@@ -181,11 +183,15 @@ def resolve_factory(spec: str | Callable | None, cs: CheckpointSet) -> Factory:
         if meta.get("arch") in list_models():
             return _ncip_factory(meta)
         if meta.get("arch") == "external":
-            return Factory(lambda _c: build_external(meta), False,
-                           f"{meta.get('factory')} (imported into the study)")
+            return Factory(
+                lambda _c: build_external(meta),
+                False,
+                f"{meta.get('factory')} (imported into the study)",
+            )
         if meta.get("factory"):
-            return _callable_factory(_module_from(meta["factory"]),
-                                     f"{meta['factory']} (recorded in the checkpoints)")
+            return _callable_factory(
+                _module_from(meta["factory"]), f"{meta['factory']} (recorded in the checkpoints)"
+            )
         if meta.get("hf_architecture"):
             return _hf_meta_factory(meta)
         if final.fmt == "hf" and (final.path / "config.json").is_file():
@@ -271,8 +277,10 @@ def _hf_meta_factory(meta: dict) -> Factory:
 
     arch = meta["hf_architecture"]
     if not hasattr(transformers, arch):
-        raise ModelSourceError(f"transformers has no architecture {arch!r} (recorded in the "
-                               "checkpoints); upgrade transformers or pass --model")
+        raise ModelSourceError(
+            f"transformers has no architecture {arch!r} (recorded in the "
+            "checkpoints); upgrade transformers or pass --model"
+        )
     cls = getattr(transformers, arch)
     config = cls.config_class.from_dict(meta["hf_config"])
     return Factory(lambda _c: cls(config), False, f"transformers {arch} (config recorded)")
@@ -399,8 +407,9 @@ def load_model(
     pre = "" if hf else find_prefix(file_shapes, keys, prefix)
     model.eval()
     head_name = find_head(model, num_classes if factory.takes_num_classes else None, head)
-    loaded = LoadedModel(model, factory.description, pre, head_name, "", 0, keys,
-                         dict(final.meta), hf)
+    loaded = LoadedModel(
+        model, factory.description, pre, head_name, "", 0, keys, dict(final.meta), hf
+    )
     loaded.load(final)
     loaded.set_head(head_name, final)
     model.to(device)

@@ -8,17 +8,21 @@ paper's MNIST columns with a caveat: it is a 5,000-digit subset with a 1,000-ima
 from __future__ import annotations
 
 COLUMNS = [
-    ("mnist", "lenet1"), ("mnist", "lenet5"), ("fmnist", "lenet1"), ("fmnist", "lenet5"),
-    ("cifar10", "resnet18"), ("cifar10", "vgg11"), ("cifar100", "resnet50"),
-    ("cifar100", "densenet121"), ("tinyimagenet", "resnet152"), ("tinyimagenet", "densenet201"),
-    ("imdb", "textcnn"), ("imdb", "transformer"), ("agnews", "textcnn"), ("agnews", "transformer"),
-]  # fmt: skip
-
-_METHODS = {"RS": "random", "LSA": "lsa", "DSA": "dsa", "Entropy": "entropy",
-            "DeepGini": "deepgini", "MSP": "msp", "PCS": "pcs", "Dropout": "dropout",
-            "EffiMAP": "effimap", "NNS": "nns", "TDPR": "tdpr", "SETS": "sets", "NCIP": "ncip",
-            "TVD": "tvd", "TVD+NC": "tvd+nc", "TVD+Margin": "tvd+margin",
-            "NCIP (Full)": "ncip"}  # fmt: skip
+    ("mnist", "lenet1"),
+    ("mnist", "lenet5"),
+    ("fmnist", "lenet1"),
+    ("fmnist", "lenet5"),
+    ("cifar10", "resnet18"),
+    ("cifar10", "vgg11"),
+    ("cifar100", "resnet50"),
+    ("cifar100", "densenet121"),
+    ("tinyimagenet", "resnet152"),
+    ("tinyimagenet", "densenet201"),
+    ("imdb", "textcnn"),
+    ("imdb", "transformer"),
+    ("agnews", "textcnn"),
+    ("agnews", "transformer"),
+]
 
 # Table 3: RAUC-ALL on clean data
 _T3 = """
@@ -76,7 +80,8 @@ TVD+NC 51 41 46 50 57 71 321 350 425 443
 TVD+Margin 51 42 42 45 56 66 267 301 392 418
 NCIP 52 41 48 50 57 68 346 374 446 445
 """
-# Table 8: ablation RAUC-ALL; the paper orders its columns MNIST, FMNIST, CIFAR10, CIFAR100,
+# Table 8: ablation RAUC-ALL (its last row is printed "NCIP (Full)"); the paper orders its
+# columns MNIST, FMNIST, CIFAR10, CIFAR100,
 # IMDB, AGNEWS, TinyImageNet (then an average, dropped here)
 _T8_COLUMNS = COLUMNS[:8] + COLUMNS[10:14] + COLUMNS[8:10]
 _T8 = """
@@ -86,14 +91,52 @@ TVD+Margin 0.983 0.985 0.896 0.901 0.944 0.909 0.887 0.890 0.786 0.720 0.866 0.8
 NCIP 0.986 0.987 0.904 0.931 0.952 0.908 0.902 0.904 0.814 0.844 0.879 0.898 0.908 0.906
 """
 # Table 1: test accuracy of the models under test
-ACCURACY = dict(zip(COLUMNS, [0.9887, 0.9918, 0.8917, 0.9021, 0.9554, 0.8936, 0.7793, 0.7888,
-                              0.5484, 0.5814, 0.8030, 0.7546, 0.9154, 0.9030], strict=True))  # fmt: skip
-EPOCHS = {"mnist": 100, "fmnist": 200, "cifar10": 300, "cifar100": 500, "tinyimagenet": 500,
-          "imdb": 100, "agnews": 100}  # fmt: skip
+ACCURACY = dict(
+    zip(
+        COLUMNS,
+        [
+            0.9887,
+            0.9918,
+            0.8917,
+            0.9021,
+            0.9554,
+            0.8936,
+            0.7793,
+            0.7888,
+            0.5484,
+            0.5814,
+            0.8030,
+            0.7546,
+            0.9154,
+            0.9030,
+        ],
+        strict=True,
+    )
+)
+EPOCHS = {
+    "mnist": 100,
+    "fmnist": 200,
+    "cifar10": 300,
+    "cifar100": 500,
+    "tinyimagenet": 500,
+    "imdb": 100,
+    "agnews": 100,
+}
 # Table 9 (seconds), the four LeNet subjects: SA, Uncert, Dropout, NNS, SETS, EffiMAP train,
 # EffiMAP predict, TDPR train, TDPR predict, NCIP select, NCIP predict
-COST_COLUMNS = ["SA", "Uncert", "Dropout", "NNS", "SETS", "EffiMAP-Train", "EffiMAP-Predict",
-                "TDPR-Train", "TDPR-Predict", "NCIP-Select", "NCIP-Predict"]  # fmt: skip
+COST_COLUMNS = [
+    "SA",
+    "Uncert",
+    "Dropout",
+    "NNS",
+    "SETS",
+    "EffiMAP-Train",
+    "EffiMAP-Predict",
+    "TDPR-Train",
+    "TDPR-Predict",
+    "NCIP-Select",
+    "NCIP-Predict",
+]
 COST = {
     ("mnist", "lenet1"): [78.15, 5.46, 6.38, 8.92, 67.19, 220.31, 5.19, 70.70, 4.58, 1.96, 4.95],
     ("mnist", "lenet5"): [84.13, 5.13, 8.07, 7.86, 65.46, 231.23, 5.78, 1.88, 9.43, 2.03, 4.94],
@@ -102,11 +145,25 @@ COST = {
 }
 
 
+def _method_names() -> dict[str, str]:
+    """The paper's row name -> this project's method name, from the method registry."""
+    from ncip.scores import list_methods, method_info
+
+    return {method_info(m).paper: m for m in list_methods(None) if method_info(m).paper}
+
+
+def row_order() -> list[str]:
+    """The paper's row names in its order: Table 3's methods, then Table 8's ablation rows."""
+    names = [line.split()[0] for t in (_T3, _T8) for line in t.strip().splitlines()]
+    return list(dict.fromkeys(names))
+
+
 def _parse(text: str, columns) -> dict:
     out: dict = {}
+    methods = _method_names()
     for line in text.strip().splitlines():
         name, *vals = line.split()
-        method = _METHODS[name]
+        method = methods[name]
         for col, v in zip(columns, vals, strict=True):
             if v != "-":
                 out.setdefault(method, {})[col] = float(v)
@@ -115,8 +172,9 @@ def _parse(text: str, columns) -> dict:
 
 TABLE3 = _parse(_T3, COLUMNS)
 TABLE4 = _parse(_T4, COLUMNS)
-TABLE6_RAUC500 = _parse("\n".join(" ".join(r.split()[:7]) for r in _T6.strip().splitlines()),
-                        _T6_COLUMNS)  # fmt: skip
+TABLE6_RAUC500 = _parse(
+    "\n".join(" ".join(r.split()[:7]) for r in _T6.strip().splitlines()), _T6_COLUMNS
+)
 TABLE6_RAUCALL = _parse(
     "\n".join(" ".join([r.split()[0]] + r.split()[7:]) for r in _T6.strip().splitlines()),
     _T6_COLUMNS,

@@ -29,6 +29,7 @@ import pandas as pd
 import torch
 
 from ncip.data import Split
+from ncip.io import read_parquet
 from ncip.logs import progress, progress_bar
 
 META_COLUMNS = ["subject", "epoch", "split", "sample_id", "label", "pred"]
@@ -152,8 +153,10 @@ def predict_run(
         if not np.all(np.isfinite(z)):
             bad = int((~np.isfinite(z)).any(axis=1).sum())
             raise ValueError(f"{names[i]} produces NaN or infinite outputs on {bad} inputs")
-        parts = [prediction_table(z[bounds[j] : bounds[j + 1]], splits[n], subject, epochs[i], n)
-                 for j, n in enumerate(order)]  # fmt: skip
+        parts = [
+            prediction_table(z[bounds[j] : bounds[j + 1]], splits[n], subject, epochs[i], n)
+            for j, n in enumerate(order)
+        ]
         name = f"epoch-{epochs[i]:03d}.parquet"
         write_parquet(out_dir / name, pd.concat(parts, ignore_index=True))
         files[str(epochs[i])] = name
@@ -163,22 +166,33 @@ def predict_run(
     feature_parts, feature_seconds = [], {}
     for n, s in feature_splits.items():
         t1 = time.perf_counter()
-        z, f = batched_outputs(model, s.x, engine.batch_size, features=True, source=names[-1],
-                               config=engine.config)  # fmt: skip
+        z, f = batched_outputs(
+            model, s.x, engine.batch_size, features=True, source=names[-1], config=engine.config
+        )
         feature_seconds[n] = time.perf_counter() - t1
         table = prediction_table(z, s, subject, epochs[-1], n)
         feats = pd.DataFrame(f.astype(np.float32), columns=[f"feat_{k}" for k in range(f.shape[1])])
         feature_parts.append(pd.concat([table, feats], axis=1))
     if feature_parts:
         write_parquet(out_dir / FEATURES, pd.concat(feature_parts, ignore_index=True))
-    index = {"subject": subject, "epochs": list(map(int, epochs)), "final_epoch": int(epochs[-1]),
-             "files": files, "splits": {n: len(splits[n]) for n in order},
-             "feature_splits": {n: len(s) for n, s in feature_splits.items()},
-             "engine": {"path": engine.path, "batch_size": engine.batch_size,
-                        "precision": engine.config.precision, "compile": engine.config.compile},
-             "checkpoints": len(epochs), "seconds": time.perf_counter() - t0,
-             # for attributing the shared inference to the stages and methods that read it
-             "timing": {"checkpoints_seconds": run_seconds, "feature_seconds": feature_seconds}}  # fmt: skip
+    index = {
+        "subject": subject,
+        "epochs": list(map(int, epochs)),
+        "final_epoch": int(epochs[-1]),
+        "files": files,
+        "splits": {n: len(splits[n]) for n in order},
+        "feature_splits": {n: len(s) for n, s in feature_splits.items()},
+        "engine": {
+            "path": engine.path,
+            "batch_size": engine.batch_size,
+            "precision": engine.config.precision,
+            "compile": engine.config.compile,
+        },
+        "checkpoints": len(epochs),
+        "seconds": time.perf_counter() - t0,
+        # for attributing the shared inference to the stages and methods that read it
+        "timing": {"checkpoints_seconds": run_seconds, "feature_seconds": feature_seconds},
+    }
     write_json(out_dir / INDEX, index)
     return index
 
@@ -210,8 +224,9 @@ class Predictions:
         from ncip.stage import read_record
 
         self.dir = Path(directory)
-        self.index = read_record(self.dir / INDEX, "predict-probabilities",
-                                 ["epochs", "files", "splits", "final_epoch"])  # fmt: skip
+        self.index = read_record(
+            self.dir / INDEX, "predict-probabilities", ["epochs", "files", "splits", "final_epoch"]
+        )
         self.epochs = [int(e) for e in self.index["epochs"]]
         self.final_epoch = int(self.index["final_epoch"])
 
@@ -222,11 +237,14 @@ class Predictions:
     def _file(self, epoch: int) -> Path:
         name = self.index["files"].get(str(int(epoch)))
         if name is None:
-            raise KeyError(f"{self.dir} has no predictions of epoch {epoch}; re-run "
-                           "predict-probabilities")
+            raise KeyError(
+                f"{self.dir} has no predictions of epoch {epoch}; re-run predict-probabilities"
+            )
         return self.dir / name
 
-    def logits(self, split: str, epochs=None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def logits(
+        self, split: str, epochs=None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(epochs, sample ids, labels, logits [E, N, C] float32) of one split, epochs ascending
         (all of them by default), rows in the split's stored order."""
         if split not in self.index["splits"]:
@@ -235,8 +253,10 @@ class Predictions:
         ids = labels = None
         out = []
         for e in wanted:
-            t = pd.read_parquet(self._file(e), filters=[("split", "==", split)])
-            cols = sorted((c for c in t.columns if c.startswith("logit_")), key=lambda c: int(c[6:]))
+            t = read_parquet(self._file(e), filters=[("split", "==", split)])
+            cols = sorted(
+                (c for c in t.columns if c.startswith("logit_")), key=lambda c: int(c[6:])
+            )
             if ids is None:
                 ids, labels = t["sample_id"].to_numpy(), t["label"].to_numpy(np.int64)
             elif not np.array_equal(ids, t["sample_id"].to_numpy()):
@@ -253,9 +273,54 @@ class Predictions:
         f = self.dir / FEATURES
         if not f.is_file():
             raise FileNotFoundError(f"{f} does not exist; re-run predict-probabilities")
-        t = pd.read_parquet(f, filters=[("split", "==", split)])
+        t = read_parquet(f, filters=[("split", "==", split)])
         if t.empty:
             raise KeyError(f"{f} holds no features of split {split!r}")
         lc = sorted((c for c in t.columns if c.startswith("logit_")), key=lambda c: int(c[6:]))
         fc = sorted((c for c in t.columns if c.startswith("feat_")), key=lambda c: int(c[5:]))
         return t["sample_id"].to_numpy(), t[lc].to_numpy(np.float32), t[fc].to_numpy(np.float32)
+
+
+def predict_folder(
+    checkpoints: Path,
+    data: Path,
+    adversarial: Path | None,
+    out_dir: Path,
+    device: str = "auto",
+    config=None,
+) -> dict:
+    """predict-probabilities for one training run: every checkpoint in ``checkpoints`` on the
+    prepared test and val splits and, when ``adversarial`` holds them, on adv and val-adv; the
+    final checkpoint's features on test, adv and train. Writes into ``out_dir``; returns the
+    index."""
+    from ncip.checkpoints import check_data_matches, list_checkpoints, load_model, load_weights
+    from ncip.data import adversarial_sets, load_info, load_split
+
+    infos = list_checkpoints(checkpoints)
+    if not infos:
+        raise ValueError(f"{checkpoints} holds no checkpoints; run train-with-checkpoints")
+    info = load_info(data)
+    check_data_matches(info, infos[-1].meta, data, infos[-1].path)
+    test, val = (load_split(Path(data) / f"{n}.npz", info) for n in ("test", "val"))
+    splits = {"test": test, "val": val}
+    features = {"test": test, "train": load_split(Path(data) / "train.npz", info)}
+    for name, source in (("adv", "test"), ("val-adv", "val")):
+        adv = adversarial_sets(adversarial, source, info)
+        if adv:
+            splits[name] = adv["adv"]
+            if name == "adv":
+                features["adv"] = adv["adv"]
+    dev = resolve_device(device)
+    model = load_model(infos[-1].path, dev)
+    return predict_run(
+        model,
+        lambda i: load_weights(model, infos[i].path),
+        [c.epoch for c in infos],
+        [str(c.path) for c in infos],
+        splits,
+        features,
+        out_dir,
+        infos[-1].meta.get("subject", ""),
+        dev,
+        config,
+    )

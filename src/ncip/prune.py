@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ncip.collapse import ALPHA, K
 from ncip.formats import (
     Checkpoint,
     CheckpointError,
@@ -53,16 +54,20 @@ class PrunePlan:
         return sum(self.sizes[c.path] for c in self.delete)
 
     def describe(self) -> str:
-        lines = [f"{self.folder}: keep {len(self.keep)} of {len(self.keep) + len(self.delete)} "
-                 f"checkpoints (k = {self.record['k']}, alpha = {self.record['alpha']:g}), "
-                 f"delete {len(self.delete)}, freeing {_human(self.bytes_freed)}"]  # fmt: skip
+        lines = [
+            f"{self.folder}: keep {len(self.keep)} of {len(self.keep) + len(self.delete)} "
+            f"checkpoints (k = {self.record['k']}, alpha = {self.record['alpha']:g}), "
+            f"delete {len(self.delete)}, freeing {_human(self.bytes_freed)}"
+        ]
         kept = {c.path for c in self.keep}
         for c in sorted(self.keep + self.delete, key=lambda c: self.record["order"].index(c.name)):
             mark = "keep  " if c.path in kept else "delete"
             lines.append(f"  {mark} {c.name:<40} {_human(self.sizes[c.path]):>10}")
         if self.record.get("other_files"):
-            lines.append(f"  {self.record['other_files']} other files (optimizer or scheduler "
-                         "state, logs, ...) are left as they are")
+            lines.append(
+                f"  {self.record['other_files']} other files (optimizer or scheduler "
+                "state, logs, ...) are left as they are"
+            )
         return "\n".join(lines)
 
 
@@ -75,7 +80,11 @@ def _human(n: int) -> str:
 
 
 def _size(p: Path) -> int:
-    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.is_dir() else p.stat().st_size
+    return (
+        sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+        if p.is_dir()
+        else p.stat().st_size
+    )
 
 
 def read_record(folder: Path) -> dict[str, Any] | None:
@@ -114,8 +123,10 @@ def check_history(cs: CheckpointSet, folder: Path) -> None:
         monitor = _lightning_monitor(cs.final)
         first = cs[0].epoch
         if monitor and first not in (None, 0, 1):
-            raise PruneError(f"{folder}: Lightning kept these checkpoints by {monitor!r} (a "
-                             "ModelCheckpoint monitor), not every epoch; nothing NCIP can prune")
+            raise PruneError(
+                f"{folder}: Lightning kept these checkpoints by {monitor!r} (a "
+                "ModelCheckpoint monitor), not every epoch; nothing NCIP can prune"
+            )
 
 
 def _lightning_monitor(ck: Checkpoint) -> str | None:
@@ -127,9 +138,17 @@ def _lightning_monitor(ck: Checkpoint) -> str | None:
     return None
 
 
-def plan_prune(folder: str | Path, model=None, *, k: int = 30, alpha: float = 0.9,
-               head: str | None = None, num_classes: int | None = None,
-               prefix: str | None = None, ema: bool = False) -> PrunePlan:  # fmt: skip
+def plan_prune(
+    folder: str | Path,
+    model=None,
+    *,
+    k: int = K,
+    alpha: float = ALPHA,
+    head: str | None = None,
+    num_classes: int | None = None,
+    prefix: str | None = None,
+    ema: bool = False,
+) -> PrunePlan:
     """What :func:`apply_prune` would keep and delete (nothing is touched)."""
     from ncip.modelsource import load_model
     from ncip.ranker import head_sigma
@@ -149,11 +168,17 @@ def plan_prune(folder: str | Path, model=None, *, k: int = 30, alpha: float = 0.
     keep = [cs[usable[i]] for i in chosen]
     kept = {c.path for c in keep}
     delete = [c for c in cs if c.path not in kept]
-    record = {"k": int(k), "alpha": float(alpha), "kept": [c.name for c in keep],
-              "deleted": [c.name for c in delete], "order": [c.name for c in cs],
-              "sigma_cos": {cs[usable[i]].name: s for i, s in enumerate(sigma)},
-              "head": lm.head_key, "ordered_by": cs.order,
-              "other_files": len(cs.skipped)}  # fmt: skip
+    record = {
+        "k": int(k),
+        "alpha": float(alpha),
+        "kept": [c.name for c in keep],
+        "deleted": [c.name for c in delete],
+        "order": [c.name for c in cs],
+        "sigma_cos": {cs[usable[i]].name: s for i, s in enumerate(sigma)},
+        "head": lm.head_key,
+        "ordered_by": cs.order,
+        "other_files": len(cs.skipped),
+    }
     return PrunePlan(folder, keep, delete, {c.path: _size(c.path) for c in cs}, record)
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ncip.collapse import ALPHA, K
 from ncip.engine import Engine, EngineConfig
 from ncip.formats import Checkpoint, CheckpointError, check_consistent, discover, read_tensors
 from ncip.inputs import (
@@ -70,8 +71,10 @@ def _pruned_selection(source, cs) -> dict | None:
     names = {c.name for c in cs}
     missing = [n for n in kept if n not in names]
     if missing:
-        raise CheckpointError(f"{source} was pruned to {len(kept)} checkpoints ({RECORD}) but "
-                              f"{missing[0]} is gone; the selection cannot be rebuilt")
+        raise CheckpointError(
+            f"{source} was pruned to {len(kept)} checkpoints ({RECORD}) but "
+            f"{missing[0]} is gone; the selection cannot be rebuilt"
+        )
     cs.skipped += [(c.name, f"left over, not in {RECORD}") for c in cs if c.name not in kept]
     cs.checkpoints = [c for c in cs if c.name in kept]
     return record
@@ -114,13 +117,21 @@ def _check_finite_inputs(inp: Inputs) -> None:
         ok = np.isfinite(chunk.reshape(len(chunk), -1)).all(axis=1)
         if not ok.all():
             i = start + int(np.flatnonzero(~ok)[0])
-            raise InputError(f"{inp.source}: input {str(inp.ids[i])!r} holds NaN or infinite "
-                             "values; fix or drop such inputs (NCIP's scores would be "
-                             "meaningless)")
+            raise InputError(
+                f"{inp.source}: input {str(inp.ids[i])!r} holds NaN or infinite "
+                "values; fix or drop such inputs (NCIP's scores would be "
+                "meaningless)"
+            )
 
 
-def _pass(engine: Engine, lm: LoadedModel, ck: Checkpoint, inp: Inputs,
-          on_batch: Callable[[int, np.ndarray], None], bar) -> str | None:  # fmt: skip
+def _pass(
+    engine: Engine,
+    lm: LoadedModel,
+    ck: Checkpoint,
+    inp: Inputs,
+    on_batch: Callable[[int, np.ndarray], None],
+    bar,
+) -> str | None:
     """Run one checkpoint over all inputs through the engine; call ``on_batch(start, probs)``.
     Returns why the checkpoint is bad (non-finite weights or outputs), or None."""
     batches = -(-len(inp) // engine.batch_size)
@@ -143,8 +154,8 @@ def rank(
     inputs: str | Path | np.ndarray | Inputs,
     model: str | Callable | None = None,
     *,
-    k: int = 30,
-    alpha: float = 0.9,
+    k: int = K,
+    alpha: float = ALPHA,
     ids: Any = None,
     labels: Any = None,
     head: str | None = None,
@@ -227,9 +238,11 @@ def rank(
     if pruned:  # the folder holds NCIP's selection already: use it as it is
         pool = chosen = np.arange(len(usable))
         whole = None
-        note(f"this folder was pruned to NCIP's selection (k = {pruned['k']}, alpha = "
-             f"{pruned['alpha']:g}; {pruned['ordered_by']}): its {len(usable)} checkpoints are "
-             "used as selected")
+        note(
+            f"this folder was pruned to NCIP's selection (k = {pruned['k']}, alpha = "
+            f"{pruned['alpha']:g}; {pruned['ordered_by']}): its {len(usable)} checkpoints are "
+            "used as selected"
+        )
         k, alpha = pruned["k"], pruned["alpha"]
     else:
         pool, chosen, whole = plan(sigma, int(k), alpha)
@@ -240,8 +253,12 @@ def rank(
 
     n = len(inp)
     _check_finite_inputs(inp)
-    engine = Engine(lm.model, dev, EngineConfig(path=engine_path, batch_size=batch_size,
-                                                precision=precision, compile=compile), pre)  # fmt: skip
+    engine = Engine(
+        lm.model,
+        dev,
+        EngineConfig(path=engine_path, batch_size=batch_size, precision=precision, compile=compile),
+        pre,
+    )
     batches = -(-n // engine.batch_size)
     bar = progress_bar(len(selected) * batches, "NCIP", enabled=show_progress, unit="batch")
     final_probs = np.empty((n, classes), dtype=np.float64)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ncip.collapse import candidate_pool, select_checkpoints, sigma_cos
+from ncip.collapse import ALPHA, K, candidate_pool, select_checkpoints, sigma_cos
 from ncip.metrics import apfd, order_from_scores, rauc
 from ncip.predict import softmax64
 from ncip.scores.ncip import margin, zscore
@@ -410,8 +410,8 @@ def rank_probs(
     labels: Sequence | np.ndarray | None = None,
     heads: Sequence[np.ndarray] | None = None,
     sigma: Sequence[float] | None = None,
-    k: int = 30,
-    alpha: float = 0.9,
+    k: int = K,
+    alpha: float = ALPHA,
     kind: str = "auto",
     seed: int = 0,
 ) -> Ranking:

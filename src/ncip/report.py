@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
 from ncip import paper
-from ncip.evaluation import ABLATION, display, method_order
+from ncip.evaluation import ablation, aggregate, baselines, display, method_order
 from ncip.subjects import parse_subject
-
-BASELINES = ["random", "lsa", "dsa", "entropy", "deepgini", "msp", "pcs", "dropout", "effimap",
-             "nns", "tdpr", "sets"]  # fmt: skip
-
-
-def _fmt(v, digits=3) -> str:
-    if v is None or (isinstance(v, float) and not np.isfinite(v)):
-        return "–"
-    return f"{v:.{digits}f}" if digits else f"{v:.0f}"
-
+from ncip.tables import fmt as _fmt
+from ncip.tables import render_table
 
 _ALIASES: dict[str, str] = {}
 
@@ -41,62 +36,58 @@ def column_of(subject: str):
 
 def not_run_markdown(costs: dict[str, dict]) -> str:
     """The baselines that could not run on a (subject, run), with the reason."""
-    rows = [f"| {key} | {m} | {v['skipped']} |" for key, c in sorted(costs.items())
-            for m, v in c.get("baselines", {}).items() if isinstance(v, dict) and "skipped" in v]  # fmt: skip
+    rows = [
+        f"| {key} | {m} | {v['skipped']} |"
+        for key, c in sorted(costs.items())
+        for m, v in c.get("baselines", {}).items()
+        if isinstance(v, dict) and "skipped" in v
+    ]
     if not rows:
         return ""
     return "\n".join(["| subject/run | method | why it could not run |", "|---|---|---|", *rows])
 
 
-def side_by_side(mean: pd.DataFrame, split: str, metric: str, ref: dict, methods: list[str],
-                 subjects: list[str], digits: int = 3, std: pd.DataFrame | None = None) -> str:  # fmt: skip
-    """Methods x (subject: ours | paper); bold marks the best of each column."""
-    part = mean[mean["split"] == split].pivot(index="method", columns="subject", values=metric)
-    sd = None
-    if std is not None:
-        sd = std[std["split"] == split].pivot(index="method", columns="subject", values=metric)
-    methods = [m for m in methods if m in part.index]
-    head, sep = ["Method"], ["---"]
-    for s in subjects:
-        head += [f"{s} (ours)", "paper"]
-        sep += ["---:", "---:"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(sep) + "|"]
-    best_ours = {s: part.loc[methods, s].max() for s in subjects if s in part.columns}
-    best_paper = {}
-    for s in subjects:
-        col = column_of(s)
-        vals = [ref.get(m, {}).get(col) for m in methods] if col else []
-        vals = [v for v in vals if v is not None]
-        best_paper[s] = max(vals) if vals else None
-    for m in methods:
-        cells = [display(m)]
-        for s in subjects:
-            v = part.loc[m, s] if s in part.columns else np.nan
-            txt = _fmt(v, digits)
-            if sd is not None and s in sd.columns and m in sd.index and np.isfinite(sd.loc[m, s]):
-                txt += f" ± {_fmt(sd.loc[m, s], digits)}"
-            if np.isfinite(v) and np.isclose(v, best_ours.get(s, np.nan)):
-                txt = f"**{txt}**"
-            col = column_of(s)
-            pv = ref.get(m, {}).get(col) if col else None
-            ptxt = _fmt(pv, digits) if pv is not None else "–"
-            if pv is not None and best_paper[s] is not None and np.isclose(pv, best_paper[s]):
-                ptxt = f"**{ptxt}**"
-            cells += [txt, ptxt]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+def side_by_side(
+    mean: pd.DataFrame,
+    split: str,
+    metric: str,
+    ref: dict,
+    methods: list[str],
+    subjects: list[str],
+    digits: int = 3,
+    std: pd.DataFrame | None = None,
+) -> str:
+    """Methods x (subject: ours | paper), the paper's values from ``ref``."""
+    return render_table(
+        mean,
+        split,
+        metric,
+        methods,
+        subjects,
+        paper=ref,
+        column_of=column_of,
+        digits=digits,
+        std=std,
+    )
 
 
 def significance_markdown(table: pd.DataFrame, unit: str) -> str:
     if table.empty:
         return "_no paired results_\n"
-    lines = ["| Baseline | n | p (raw) | p (Holm) | effect size (RBC) |", "|---|---:|---:|---:|---:|"]
+    lines = [
+        "| Baseline | n | p (raw) | p (Holm) | effect size (RBC) |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for r in table.itertuples(index=False):
-        lines.append(f"| {display(r.baseline)} | {r.n} | {r.p_raw:.3g} | {r.p_holm:.3g} | "
-                     f"{r.effect_size:.3f} |")  # fmt: skip
+        lines.append(
+            f"| {display(r.baseline)} | {r.n} | {r.p_raw:.3g} | {r.p_holm:.3g} | "
+            f"{r.effect_size:.3f} |"
+        )
     min_p = 0.5 ** int(table["n"].max()) if len(table) else 1.0
-    lines.append(f"\nPaired units: {unit}. With n pairs, the smallest possible one-sided p-value "
-                 f"is 2^-n = {min_p:.3g}.")  # fmt: skip
+    lines.append(
+        f"\nPaired units: {unit}. With n pairs, the smallest possible one-sided p-value "
+        f"is 2^-n = {min_p:.3g}."
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -118,39 +109,46 @@ def agreement_paragraph(mean: pd.DataFrame, subjects: list[str]) -> str:
     """Plain statements computed from the numbers: where this run agrees with the paper."""
     clean = mean[mean["split"] == "test"]
     out = []
-    for metric, ref, name in (("rauc_all", paper.TABLE3, "RAUC-ALL"),
-                              ("rauc_500", paper.TABLE4, "RAUC-500")):  # fmt: skip
+    for metric, ref, name in (
+        ("rauc_all", paper.TABLE3, "RAUC-ALL"),
+        ("rauc_500", paper.TABLE4, "RAUC-500"),
+    ):
         wins, comparable, diffs, paper_wins = 0, 0, [], 0
         for s in subjects:
             part = clean[clean["subject"] == s].set_index("method")[metric]
-            if "ncip" not in part or not any(m in part for m in BASELINES):
+            if "ncip" not in part or not any(m in part for m in baselines()):
                 continue
-            others = part[[m for m in BASELINES if m in part.index]]
+            others = part[[m for m in baselines() if m in part.index]]
             wins += int(part["ncip"] > others.max())
             col = column_of(s)
             if col and "ncip" in ref and col in ref["ncip"]:
                 comparable += 1
                 diffs.append(part["ncip"] - ref["ncip"][col])
-                pcol = {m: ref[m][col] for m in BASELINES if m in ref and col in ref[m]}
+                pcol = {m: ref[m][col] for m in baselines() if m in ref and col in ref[m]}
                 paper_wins += int(ref["ncip"][col] > max(pcol.values()))
         n = sum(1 for s in subjects if "ncip" in set(clean[clean["subject"] == s]["method"]))
         txt = f"On clean data NCIP has the best {name} of all methods run in {wins} of {n} subjects"
         if comparable:
-            txt += (f"; on the {comparable} subjects the paper also reports, its {name} differs "
-                    f"from the paper's by {np.mean(diffs):+.3f} on average (largest gap "
-                    f"{max(diffs, key=abs):+.3f}), and the paper has NCIP best in {paper_wins} "
-                    f"of them")  # fmt: skip
+            txt += (
+                f"; on the {comparable} subjects the paper also reports, its {name} differs "
+                f"from the paper's by {np.mean(diffs):+.3f} on average (largest gap "
+                f"{max(diffs, key=abs):+.3f}), and the paper has NCIP best in {paper_wins} "
+                f"of them"
+            )
         out.append(txt + ".")
     adv = mean[mean["split"] == "adv"]
     if not adv.empty:
         best = adv.groupby("method")["rauc_all"].mean()
-        best = best[[m for m in best.index if m not in ABLATION or m == "ncip"]]
+        best = best[[m for m in best.index if m not in ablation() or m == "ncip"]]
         order = best.sort_values(ascending=False)
         rank = list(order.index).index("ncip") + 1 if "ncip" in order.index else None
-        out.append(f"On adversarial data the best average RAUC-ALL is {display(order.index[0])}'s "
-                   f"({order.iloc[0]:.3f}); NCIP ranks {rank} of {len(order)} ({best.get('ncip', np.nan):.3f}). "
-                   "The paper reports TDPR first and NCIP second on its CIFAR and TinyImageNet "
-                   "models (Table 6).")  # fmt: skip
+        out.append(
+            f"On adversarial data the best average RAUC-ALL is {display(order.index[0])}'s "
+            f"({order.iloc[0]:.3f}); NCIP ranks {rank} of {len(order)} "
+            f"({best.get('ncip', np.nan):.3f}). "
+            "The paper reports TDPR first and NCIP second on its CIFAR and TinyImageNet "
+            "models (Table 6)."
+        )
     return " ".join(out)
 
 
@@ -170,9 +168,314 @@ def retrain_markdown(gains: dict[str, dict]) -> str:
     by_subject = retrain_by_subject(gains)
     subjects = sorted(by_subject)
     methods = method_order({m for g in by_subject.values() for m in g})
-    lines = ["| Method | " + " | ".join(subjects) + " | Avg |", "|---|" + "---:|" * (len(subjects) + 1)]
+    lines = [
+        "| Method | " + " | ".join(subjects) + " | Avg |",
+        "|---|" + "---:|" * (len(subjects) + 1),
+    ]
     for m in methods:
         vals = [by_subject[s].get(m, np.nan) for s in subjects]
-        lines.append(f"| {display(m)} | " + " | ".join(_fmt(v, 2) for v in vals) +
-                     f" | {_fmt(np.nanmean(vals), 2)} |")  # fmt: skip
+        lines.append(
+            f"| {display(m)} | "
+            + " | ".join(_fmt(v, 2) for v in vals)
+            + f" | {_fmt(np.nanmean(vals), 2)} |"
+        )
     return "\n".join(lines) + "\n"
+
+
+@dataclass
+class ReportInputs:
+    """Everything the report shows, read from the other stages' outputs."""
+
+    cfg: dict
+    subjects: list[str]
+    runs: list[int]
+    external: dict
+    per_order: pd.DataFrame
+    mean: pd.DataFrame
+    sd: pd.DataFrame | None
+    methods: list[str]
+    sig: pd.DataFrame
+    sig_runs: pd.DataFrame
+    costs: dict
+    cost: dict
+    retrain: dict
+    weak: pd.DataFrame
+    sensitivity: str | None
+
+
+def read_inputs(params: Path, metrics_dir: Path, scores: Path, plots_dir: Path) -> ReportInputs:
+    """Read the study's results for the report; ValueError when evaluate-rauc has not run."""
+    from ncip.cost import collect
+    from ncip.stage import read_records
+    from ncip.statistics import wilcoxon_table
+    from ncip.subjects import external_specs, load_study
+
+    cfg, subjects, runs = load_study(params)
+    external = external_specs(params)
+    alias_subjects({name: spec.paper for name, spec in external.items()})
+    per_order = pd.read_csv(metrics_dir / "per_ordering.csv")
+    per_order = per_order[per_order["subject"].isin(subjects) & per_order["run"].isin(runs)]
+    if per_order.empty:
+        raise ValueError(
+            f"{metrics_dir / 'per_ordering.csv'} has no rows for these subjects; run evaluate-rauc"
+        )
+    mean, std = aggregate(per_order)
+    methods = [m for m in baselines() + ["ncip"] if m in set(mean["method"])]
+    # Table 5: NCIP vs each baseline, paired over subjects (means over runs), and over runs too
+    wide = mean[mean["split"] == "test"].pivot(
+        index="subject", columns="method", values="rauc_all"
+    )[methods]
+    per_run = (
+        per_order[per_order["split"] == "test"]
+        .groupby(["subject", "run", "method"])["rauc_all"]
+        .mean()
+        .unstack("method")[methods]
+    )
+    keys = [(s, r) for s in subjects for r in runs]
+    costs = {
+        f"{s}/run-{r}": read_records(
+            scores / s / f"run-{r}",
+            {"baselines": "baselines-cost.json", "ncip": "ncip-cost.json"},
+            "the scoring stages",
+        )
+        for s, r in keys
+    }
+    retrain = read_records(
+        metrics_dir / "retrain",
+        {f"{s}/run-{r}": f"{s}-run-{r}.json" for s, r in keys},
+        "retrain-guidance",
+    )
+    weak = [
+        pd.read_csv(f).assign(subject=s, run=r)
+        for s, r in keys
+        if (f := plots_dir / "weak_collapse" / f"{s}-run-{r}.csv").exists()
+    ]
+    sens = metrics_dir / "sensitivity.md"
+    return ReportInputs(
+        cfg,
+        subjects,
+        runs,
+        external,
+        per_order,
+        mean,
+        std if len(runs) > 1 else None,
+        methods,
+        wilcoxon_table(wide),
+        wilcoxon_table(per_run) if len(runs) > 1 else pd.DataFrame(),
+        costs,
+        collect(subjects, runs),
+        retrain,
+        pd.concat(weak, ignore_index=True) if weak else pd.DataFrame(),
+        sens.read_text() if sens.exists() else None,
+    )
+
+
+def significance_record(r: ReportInputs) -> dict:
+    return {
+        "by_subject": r.sig.to_dict(orient="records"),
+        "by_subject_and_run": r.sig_runs.to_dict(orient="records"),
+    }
+
+
+def retrain_table(r: ReportInputs) -> pd.DataFrame:
+    """Fig. 6's data: method x subject gains (percentage points) and their average."""
+    by_subject = retrain_by_subject(r.retrain)
+    rows = [
+        {"method": display(m), **{s: g.get(m, np.nan) for s, g in by_subject.items()}}
+        for m in r.methods
+        if any(m in g for g in by_subject.values())
+    ]
+    df = pd.DataFrame(rows)
+    df["average"] = df.drop(columns="method").mean(axis=1)
+    return df
+
+
+def weak_table(r: ReportInputs) -> pd.DataFrame:
+    """Fig. 9's data: checkpoints x subject NCIP RAUC-ALL (mean over runs)."""
+    w = r.weak.groupby(["subject", "checkpoints"])["rauc_all"].mean().unstack("subject")
+    return w.reset_index()
+
+
+def render_report(r: ReportInputs) -> str:
+    """metrics/report.md from the study's results."""
+    mean, sd, subjects, runs, methods = r.mean, r.sd, r.subjects, r.runs, r.methods
+    sig, sig_runs, costs, retrain, weak, cfg = r.sig, r.sig_runs, r.costs, r.retrain, r.weak, r.cfg
+    external, cost, sensitivity = r.external, r.cost, r.sensitivity
+    n_runs = len(runs)
+    L = [
+        "# NCIP reproduction report",
+        "",
+        f"Generated by the `report` stage from this run: {len(subjects)} subjects x {n_runs} "
+        f"training run(s) (seeds {', '.join(str(cfg.get('seed', 0) * 1000 + r) for r in runs)}), "
+        f"K = {cfg.get('k')}, alpha = {cfg.get('alpha')}, {cfg['train']['epochs']} epochs "
+        f"{'for the subjects trained here ' if external else ''}"
+        f"(the paper trains {paper.EPOCHS['mnist']} epochs on MNIST and "
+        f"{paper.EPOCHS['fmnist']} on Fashion-MNIST). Each table sets this run's value beside "
+        "the paper's for the same dataset and model; `mnist5k` (5,000 real MNIST digits, a "
+        "1,000-image test set) stands in for the paper's MNIST columns, so those comparisons "
+        "are looser. Bold marks the best value of each column.",
+        "",
+        "## Summary",
+        "",
+        agreement_paragraph(mean, subjects),
+        "",
+    ]
+    acc = mean[(mean["split"] == "test") & (mean["method"] == "ncip")].set_index("subject")
+    L += [
+        "## Models under test (paper Table 1)",
+        "",
+        "| Subject | test accuracy | paper |",
+        "|---|---:|---:|",
+    ]
+    for s in subjects:
+        col = column_of(s)
+        a = 1 - acc.loc[s, "faults"] / acc.loc[s, "n"] if s in acc.index else np.nan
+        L.append(
+            f"| {s} | {a:.4f} | {paper.ACCURACY[col]:.4f} |" if col else f"| {s} | {a:.4f} | – |"
+        )
+    L += [
+        "",
+        "## RAUC-ALL on clean data (paper Table 3)",
+        "",
+        side_by_side(mean, "test", "rauc_all", paper.TABLE3, methods, subjects, std=sd),
+        "## RAUC-500 on clean data (paper Table 4)",
+        "",
+        side_by_side(mean, "test", "rauc_500", paper.TABLE4, methods, subjects, std=sd),
+        "## Significance: NCIP vs each baseline on RAUC-ALL (paper Table 5)",
+        "",
+        "One-sided Wilcoxon signed-rank tests (NCIP greater), Holm-corrected over the "
+        "baselines; effect size = matched-pairs rank-biserial correlation. The paper pairs its "
+        "14 subjects (10 for EffiMAP).",
+        "",
+        significance_markdown(sig, "subjects (RAUC-ALL averaged over runs)"),
+    ]
+    if not sig_runs.empty:
+        L += [
+            "Paired over every (subject, run):",
+            "",
+            significance_markdown(sig_runs, "(subject, run) pairs"),
+        ]
+    if (mean["split"] == "adv").any():
+        L += [
+            "## Adversarial data (paper Table 6)",
+            "",
+            "One combined FGSM + PGD + BIM + CW test set per subject. The paper reports Table 6 "
+            "for CIFAR and TinyImageNet models only, so its column stays empty unless those "
+            "subjects are run.",
+            "",
+            "RAUC-500:",
+            "",
+            side_by_side(mean, "adv", "rauc_500", paper.TABLE6_RAUC500, methods, subjects, std=sd),
+            "RAUC-ALL:",
+            "",
+            side_by_side(mean, "adv", "rauc_all", paper.TABLE6_RAUCALL, methods, subjects, std=sd),
+        ]
+    L += [
+        "## Ablation: fault types at a 5% budget (paper Table 7)",
+        "",
+        side_by_side(mean, "test", "fault_types_5pct", paper.TABLE7, ablation(), subjects, 0, sd),
+        "## Ablation: RAUC-ALL (paper Table 8)",
+        "",
+        side_by_side(mean, "test", "rauc_all", paper.TABLE8, ablation(), subjects, std=sd),
+        "TVD: the last K checkpoints; +NC: the NC-selected checkpoints instead; +Margin: adds "
+        "zscore(1 - margin of the final model). NCIP = TVD + NC + Margin.",
+        "",
+    ]
+    variants = [s for s in subjects if parse_subject(s, external).variant]
+    if variants:
+        bases = sorted({s.rsplit("-", 1)[0] for s in variants} & set(subjects))
+        group = [s for b in bases for s in subjects if s == b or s.startswith(b + "-")]
+        L += [
+            "## Calibration: mixup and label smoothing (paper Fig. 4a)",
+            "",
+            "RAUC-ALL on clean data of models trained plainly, with mixup (alpha 0.2) and with "
+            "label smoothing (0.1).",
+            "",
+            side_by_side(mean, "test", "rauc_all", {}, methods, group, std=sd),
+        ]
+    if retrain:
+        L += [
+            "## Retraining guidance (paper RQ3, Fig. 6)",
+            "",
+            "Accuracy gain (percentage points) on a held-out half of the test set after "
+            "fine-tuning the final model on each method's top 20% of the other half (with true "
+            "labels) plus as many replayed training inputs; mean over fine-tuning seeds. The "
+            "paper reports average gains of 1.52-5.94 points for NCIP.",
+            "",
+            retrain_markdown(retrain),
+            "![retraining](../plots/report/retrain.png)",
+            "",
+        ]
+    if not weak.empty:
+        w = weak.groupby(["checkpoints", "subject"])["rauc_all"].mean().unstack("subject")
+        L += [
+            "## Weak neural collapse (paper Fig. 9)",
+            "",
+            "NCIP's RAUC-ALL when only the first E' checkpoints exist (the model under test is "
+            "then checkpoint E'). The paper sees RAUC-ALL grow as collapse strengthens.",
+            "",
+            "| checkpoints | " + " | ".join(w.columns) + " |",
+            "|---:|" + "---:|" * len(w.columns),
+        ]
+        for e, row in w.iterrows():
+            L.append(f"| {e} | " + " | ".join(f"{v:.3f}" for v in row) + " |")
+        L += ["", "![weak collapse](../plots/report/weak_collapse.png)", ""]
+    L += [
+        "## Cost in seconds (paper Table 9)",
+        "",
+        "Measured by the stages themselves on this machine (`metrics/cost.json`). "
+        "predict-probabilities runs every checkpoint once for every consumer, and each "
+        "method is charged the share it reads: SA = LSA + DSA + the final model's "
+        "training-set features; Uncert = the four confidence scores + the final model on the "
+        "test sets; TDPR = its ranker + every checkpoint (Train: on the validation sets, "
+        "Predict: on the test sets, by inputs); NCIP-Predict = the selected and last-K "
+        "checkpoints on the test sets. Train columns are preparation on the labelled "
+        "split(s), Predict the scoring of the clean and adversarial test sets. The paper "
+        "used an RTX 4090.",
+        "",
+        cost_table(cost),
+    ]
+    if external:
+        L += [
+            "## Models trained elsewhere",
+            "",
+            "These subjects were not trained here: their checkpoints were imported (training "
+            "skipped) and every later stage ran on them as on the others.",
+            "",
+            "| subject | checkpoints | model | compared with the paper's |",
+            "|---|---|---|---|",
+        ]
+        for name, spec in external.items():
+            L.append(
+                f"| {name} | `{spec.checkpoints}` | `{spec.model or 'from the checkpoints'}` "
+                f"| {spec.paper or '–'} |"
+            )
+        L.append("")
+    not_run = not_run_markdown(costs)
+    if not_run:
+        L += ["## What could not run", "", not_run, ""]
+    if sensitivity is not None:
+        L += ["## Sensitivity to alpha and K (paper Figs. 7-8)", "", sensitivity, ""]
+    else:
+        L += [
+            "## Sensitivity to alpha and K (paper Figs. 7-8)",
+            "",
+            "Not in this run: `make sweep` queues the alpha and K experiments, writes "
+            "`metrics/sensitivity.md` and re-renders this report with it.",
+            "",
+        ]
+    L += ["## Figures", ""]
+    for s in subjects:
+        links = [
+            f"[fault diversity (Fig. 5)](../plots/figures/fault_diversity-{s}.png)",
+            f"[detection curve](../plots/figures/detection-{s}.png)",
+        ]
+        for r in runs:
+            a = f"../plots/analysis/{s}-run-{r}"
+            links += [
+                f"run {r}: [TVD vs checkpoints (Fig. 3)]({a}/tvd_curve.png)",
+                f"[weak collapse (Fig. 9)]({a}/weak_collapse.png)",
+                f"[t-SNE (Fig. 1)]({a}/tsne.png)",
+            ]
+        L.append(f"- {s}: " + ", ".join(links))
+    return "\n".join(L) + "\n"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -44,8 +45,9 @@ class RetrainConfig:
 
 def split_pool(test: Split, cfg: RetrainConfig) -> tuple[np.ndarray, np.ndarray]:
     """(candidate pool indices, evaluation indices) into the test split."""
-    evaluation, pool = stratified_split(test.y, cfg.pool_fraction,
-                                        np.random.default_rng(cfg.split_seed))  # fmt: skip
+    evaluation, pool = stratified_split(
+        test.y, cfg.pool_fraction, np.random.default_rng(cfg.split_seed)
+    )
     return pool, evaluation
 
 
@@ -73,16 +75,28 @@ def fine_tune(model, data: Split, cfg: RetrainConfig, seed: int):
     return m.eval()
 
 
-def retrain_gains(model, train: Split, test: Split, scores: dict[str, np.ndarray],
-                  cfg: RetrainConfig, seed: int = 0) -> pd.DataFrame:  # fmt: skip
+def retrain_gains(
+    model,
+    train: Split,
+    test: Split,
+    scores: dict[str, np.ndarray],
+    cfg: RetrainConfig,
+    seed: int = 0,
+    test_pred: np.ndarray | None = None,
+) -> pd.DataFrame:
     """One row per (method, fine-tuning seed): accuracy before, after and the gain.
 
-    ``scores[method]`` holds one score per test input, in the test split's order.
+    ``scores[method]`` holds one score per test input, in the test split's order;
+    ``test_pred``, the final model's predicted classes in that order (predict-probabilities
+    stored them), saves running it again.
     """
     cfg.validate()
     pool, evaluation = split_pool(test, cfg)
     ev = test.subset(evaluation)
-    before = accuracy(model, ev)
+    if test_pred is None:
+        test_pred = batched_outputs(model, test.x).argmax(1)
+    test_pred = np.asarray(test_pred)
+    before = float((test_pred[evaluation] == ev.y).mean())
     n = max(1, int(round(cfg.budget * len(pool))))
     rows = []
     for r in range(cfg.seeds):
@@ -94,11 +108,71 @@ def retrain_gains(model, train: Split, test: Split, scores: dict[str, np.ndarray
                 raise ValueError(f"{method}: {s.shape} scores for {len(test)} test inputs")
             top = pool[order_from_scores(s[pool], seed)[:n]]
             chosen = test.subset(top)  # same dataset as the replay, so the same dtype
-            data = Split(np.concatenate([chosen.x, replay.x]), np.concatenate([chosen.y, replay.y]),
-                         np.concatenate([chosen.ids, replay.ids]))  # fmt: skip
+            data = Split(
+                np.concatenate([chosen.x, replay.x]),
+                np.concatenate([chosen.y, replay.y]),
+                np.concatenate([chosen.ids, replay.ids]),
+            )
             after = accuracy(fine_tune(model, data, cfg, seed * 1000 + r), ev)
-            rows.append({"method": method, "seed": r, "selected": n,
-                         "faults_selected": int((batched_outputs(model, chosen.x).argmax(1)
-                                                 != chosen.y).sum()),
-                         "before": before, "after": after, "gain": after - before})  # fmt: skip
+            rows.append(
+                {
+                    "method": method,
+                    "seed": r,
+                    "selected": n,
+                    "faults_selected": int((test_pred[top] != chosen.y).sum()),
+                    "before": before,
+                    "after": after,
+                    "gain": after - before,
+                }
+            )
     return pd.DataFrame(rows)
+
+
+def method_scores(scores: Path, test) -> dict[str, np.ndarray]:
+    """Each method's scores on the test split, in ``test``'s order, from a run's score tables
+    (the random baseline's first seed; NCIP without its ablation variants)."""
+    from ncip.evaluation import ablation
+    from ncip.scoretable import read_score_tables
+
+    table = read_score_tables(scores)
+    variants = [m for m in ablation() if m != "ncip"]
+    table = table[
+        (table["split"] == "test") & (table["repeat"] == 0) & ~table["method"].isin(variants)
+    ]
+    out = {}
+    for method, g in table.groupby("method"):
+        s = g.set_index("sample_id")["score"]
+        missing = set(test.ids) - set(s.index)
+        if missing:
+            raise ValueError(f"{method} has no score for {len(missing)} test inputs")
+        out[method] = s.loc[test.ids].to_numpy(np.float64)
+    return out
+
+
+def stored_predictions(predictions: Path, test: Split) -> np.ndarray:
+    """The final model's predicted class of every test input, in ``test``'s order, from
+    predict-probabilities' output."""
+    from ncip.predict import Predictions
+
+    ids, logits, _ = Predictions(predictions).final("test")
+    pos = {v: i for i, v in enumerate(np.asarray(ids).astype(str))}
+    missing = [v for v in test.ids.astype(str) if v not in pos]
+    if missing:
+        raise ValueError(
+            f"{predictions} lacks {len(missing)} test inputs (e.g. {missing[0]!r}); "
+            "re-run predict-probabilities"
+        )
+    return logits[[pos[v] for v in test.ids.astype(str)]].argmax(1)
+
+
+def summarize(rows: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """method -> mean gain over fine-tuning seeds, its std, accuracy before/after, selection."""
+    summary = rows.groupby("method").agg(
+        gain=("gain", "mean"),
+        gain_std=("gain", "std"),
+        before=("before", "first"),
+        after=("after", "mean"),
+        faults_selected=("faults_selected", "first"),
+        selected=("selected", "first"),
+    )
+    return {m: {k: float(v) for k, v in r.items()} for m, r in summary.iterrows()}

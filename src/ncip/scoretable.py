@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ncip.io import read_parquet
+
 COLUMNS = ["subject", "run", "split", "sample_id", "label", "pred", "method", "repeat", "score"]
 
 
@@ -57,4 +59,4 @@ def read_score_tables(root: Path | str) -> pd.DataFrame:
     files = sorted(Path(root).rglob("*.parquet"))
     if not files:
         raise FileNotFoundError(f"no score tables under {root}; run score-ncip/score-baselines")
-    return pd.concat([pd.read_parquet(f, columns=COLUMNS) for f in files], ignore_index=True)
+    return pd.concat([read_parquet(f, columns=COLUMNS) for f in files], ignore_index=True)

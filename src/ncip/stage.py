@@ -6,9 +6,11 @@ bad input exits nonzero with a one-line message and leaves existing outputs unto
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -18,6 +20,10 @@ import typer
 from ncip.logs import setup_logging
 
 EXIT_BAD_INPUT = 2
+# When set to a file path, every stage appends {"argv": ..., "reads": [...]} to it: the files
+# under the working folder that it opened for reading (the end-to-end test checks that each is
+# a declared DVC dependency of that stage).
+RECORD_READS = "NCIP_RECORD_READS"
 
 
 class StageError(Exception):
@@ -30,6 +36,8 @@ def stage_main(fn: Callable) -> Callable:
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         setup_logging(logging.INFO)
+        if os.environ.get(RECORD_READS):
+            _record_reads(Path(os.environ[RECORD_READS]))
         try:
             return fn(*args, **kwargs)
         except (StageError, ValueError, FileNotFoundError, KeyError) as e:
@@ -38,6 +46,35 @@ def stage_main(fn: Callable) -> Callable:
             raise typer.Exit(EXIT_BAD_INPUT) from None
 
     return wrapper
+
+
+def _record_reads(log_file: Path) -> None:
+    root = Path.cwd().resolve()
+    reads: set[str] = set()
+
+    def hook(event: str, args: tuple) -> None:
+        if event != "open" or not isinstance(args[0], str | Path):
+            return
+        mode = args[1] if len(args) > 1 and isinstance(args[1], str) else "r"
+        if any(c in mode for c in "wax+"):
+            return
+        p = Path(os.fsdecode(args[0]))
+        p = (p if p.is_absolute() else root / p).resolve()
+        if (
+            root in p.parents
+            and p.is_file()
+            and "__pycache__" not in p.parts
+            and p.suffix != ".py"
+            and Path(sys.prefix).resolve() not in p.parents  # the venv's own files
+        ):
+            reads.add(str(p.relative_to(root)))
+
+    def dump() -> None:
+        with open(log_file, "a") as f:
+            f.write(json.dumps({"argv": sys.argv, "reads": sorted(reads)}) + "\n")
+
+    sys.addaudithook(hook)
+    atexit.register(dump)
 
 
 def check_outputs(*files: Path | None, dirs: Sequence[Path | None] = ()) -> None:
@@ -49,8 +86,10 @@ def check_outputs(*files: Path | None, dirs: Sequence[Path | None] = ()) -> None
         path = Path(path)
         if path.exists() and path.is_dir() != want_dir:
             kind = "a folder" if path.is_dir() else "a file"
-            raise StageError(f"output {path} is {kind}; give a {'folder' if want_dir else 'file'} "
-                             "path (or move what is there)")
+            raise StageError(
+                f"output {path} is {kind}; give a {'folder' if want_dir else 'file'} "
+                "path (or move what is there)"
+            )
         for parent in path.parents:
             if parent.exists():
                 if not parent.is_dir():
@@ -77,3 +116,27 @@ def read_record(path: Path, made_by: str, keys: Sequence[str] = ()) -> dict:
 def split_list(value: str) -> list[str]:
     """Parse a comma-separated option (DVC cannot interpolate lists into a command)."""
     return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def read_records(folder: Path | None, files: dict[str, str], made_by: str) -> dict[str, dict]:
+    """key -> record for each ``files[key]`` that exists in ``folder`` (absent ones skipped)."""
+    if folder is None or not Path(folder).is_dir():
+        return {}
+    return {
+        key: read_record(Path(folder) / name, made_by)
+        for key, name in files.items()
+        if (Path(folder) / name).exists()
+    }
+
+
+def default(config_class, name: str):
+    """A library config dataclass's default for ``name``: the one home of a stage option's
+    default (the study's own value comes from params.yaml)."""
+    import dataclasses
+
+    for f in dataclasses.fields(config_class):
+        if f.name == name:
+            if f.default is dataclasses.MISSING:
+                raise TypeError(f"{config_class.__name__}.{name} has no default")
+            return f.default
+    raise AttributeError(f"{config_class.__name__} has no field {name!r}")

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ncip.data import list_datasets
+from ncip.data import dataset_kind, list_datasets
 from ncip.models import list_models, model_kind
 
-VARIANTS = ("mixup", "ls")
-_TEXT_DATASETS = ("imdb", "agnews")
+# Training variants (paper Fig. 4a) and their default strength: mixup's alpha, label smoothing
+VARIANT_STRENGTH = {"mixup": 0.2, "ls": 0.1}
+VARIANTS = tuple(VARIANT_STRENGTH)
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ def parse_subject(name: str, external: dict | None = None) -> Subject:
         raise ValueError(
             f"subject {name!r}: unknown model {model!r}; choose one of {', '.join(list_models())}"
         )
-    wanted = "text" if dataset in _TEXT_DATASETS else "image"
+    wanted = dataset_kind(dataset)
     if model_kind(model) != wanted:
         raise ValueError(
             f"subject {name!r}: {dataset} is a {wanted} dataset but {model} is a "
@@ -96,8 +97,10 @@ def load_study(params_path) -> tuple[dict, list[str], list[int]]:
     if not subjects:
         raise ValueError(f"{path} lists no subjects; add e.g. `subjects: [fmnist-lenet5]`")
     if not isinstance(subjects, list) or not all(isinstance(s, str) for s in subjects):
-        raise ValueError(f"subjects in {path} must be a list of names, e.g. `subjects: "
-                         f"[fmnist-lenet5]`, got {subjects!r}")
+        raise ValueError(
+            f"subjects in {path} must be a list of names, e.g. `subjects: "
+            f"[fmnist-lenet5]`, got {subjects!r}"
+        )
     runs = cfg.get("runs", [0])
     if not runs or any(isinstance(r, bool) or not isinstance(r, int) or r < 0 for r in runs):
         raise ValueError(f"runs in {path} must be a non-empty list of integers >= 0, got {runs}")
@@ -114,7 +117,7 @@ def check_params(params_path) -> tuple[list[str], list[int]]:
     from ncip.attacks import AttackConfig, check_attack_names, parse_number
     from ncip.collapse import candidate_pool
     from ncip.retrain import RetrainConfig
-    from ncip.scores import get_method
+    from ncip.scores.registry import baseline_config
     from ncip.training import TrainConfig
 
     cfg, subjects, runs = load_study(params_path)
@@ -129,8 +132,9 @@ def check_params(params_path) -> tuple[list[str], list[int]]:
         try:
             out = [int(v) for v in str(value).split(",") if v.strip()]
         except ValueError:
-            raise ValueError(f"{params_path}: {key} must be comma-separated integers, got "
-                             f"{value!r}") from None
+            raise ValueError(
+                f"{params_path}: {key} must be comma-separated integers, got {value!r}"
+            ) from None
         if not out or min(out) <= 0:
             raise ValueError(f"{params_path}: {key} must list positive integers, got {value!r}")
         return out
@@ -147,22 +151,40 @@ def check_params(params_path) -> tuple[list[str], list[int]]:
         raise ValueError(f"{params_path}: k must be a positive integer, got {k!r}")
     checked("alpha", lambda: candidate_pool(1, float(cfg.get("alpha", 0.9))))
     t = group("train")
-    keys = ("epochs", "batch_size", "optimizer", "lr", "momentum", "weight_decay", "schedule",
-            "label_smoothing", "mixup_alpha")
-    checked("train", lambda: TrainConfig(arch="lenet5", **{k: t[k] for k in keys if k in t})
-            .validate())
+    keys = (
+        "epochs",
+        "batch_size",
+        "optimizer",
+        "lr",
+        "momentum",
+        "weight_decay",
+        "schedule",
+        "label_smoothing",
+        "mixup_alpha",
+    )
+    checked(
+        "train", lambda: TrainConfig(arch="lenet5", **{k: t[k] for k in keys if k in t}).validate()
+    )
     a = group("attack")
-    checked("attack.attacks", lambda: check_attack_names(
-        [n.strip() for n in str(a.get("attacks", "")).split(",") if n.strip()]))
-    checked("attack", lambda: AttackConfig(
-        eps=parse_number(a.get("eps", 8 / 255)), step=parse_number(a.get("step", 2 / 255)),
-        steps=int(a.get("steps", 10)), cw_c=float(a.get("cw_c", 1.0)),
-        cw_kappa=float(a.get("cw_kappa", 0.0)), cw_steps=int(a.get("cw_steps", 50)),
-        cw_lr=float(a.get("cw_lr", 0.01))).validate())
-    b = group("baselines")
-    for m in str(b.get("methods", "")).split(","):
-        if m.strip():
-            checked("baselines.methods", lambda m=m: get_method(m.strip()))
+    checked(
+        "attack.attacks",
+        lambda: check_attack_names(
+            [n.strip() for n in str(a.get("attacks", "")).split(",") if n.strip()]
+        ),
+    )
+    checked(
+        "attack",
+        lambda: AttackConfig(
+            eps=parse_number(a.get("eps", 8 / 255)),
+            step=parse_number(a.get("step", 2 / 255)),
+            steps=int(a.get("steps", 10)),
+            cw_c=float(a.get("cw_c", 1.0)),
+            cw_kappa=float(a.get("cw_kappa", 0.0)),
+            cw_steps=int(a.get("cw_steps", 50)),
+            cw_lr=float(a.get("cw_lr", 0.01)),
+        ).validate(),
+    )
+    checked("baselines", lambda: baseline_config(group("baselines")))
     ints("evaluate.budgets", group("evaluate").get("budgets", "100"))
     ints("analysis.weak_steps", group("analysis").get("weak_steps", "10"))
     r = group("retrain")

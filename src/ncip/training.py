@@ -54,6 +54,8 @@ COMPLETE_FILE = "complete.json"
 
 class TrainingDiverged(ValueError):
     """The loss or the weights became NaN or infinite; the message says where and what to try."""
+
+
 OPTIMIZERS = ("adam", "sgd")
 SCHEDULES = ("none", "cosine")
 
@@ -61,7 +63,7 @@ SCHEDULES = ("none", "cosine")
 @dataclass
 class TrainConfig:
     arch: str
-    epochs: int = 40
+    epochs: int = 60
     batch_size: int = 128
     optimizer: str = "adam"
     lr: float = 1e-3
@@ -177,35 +179,10 @@ def train_with_checkpoints(
         return _finish(work, out_dir, pd.read_csv(work / HISTORY_FILE), fingerprint)
     model = make_model(cfg, info).to(dev)
     opt, sched = _optimizer(cfg, model)
-    history: list[dict[str, Any]] = []
-    start = 1
-
-    state_path = work / STATE_FILE
-    if state_path.exists():
-        try:
-            state = torch.load(state_path, map_location=dev, weights_only=True)
-        except (pickle.UnpicklingError, RuntimeError, EOFError) as e:
-            first = str(e).strip().splitlines()[0][:120] if str(e).strip() else type(e).__name__
-            raise ValueError(f"the resume state {state_path} holds more than tensors and plain "
-                             f"containers, or is corrupt ({first}); ncip did not load it. "
-                             f"Delete {work} to train from epoch 1") from None
-        ckpt = work / checkpoint_name(state["epoch"])
-        if state.get("fingerprint") == fingerprint and ckpt.exists():
-            load_weights(model, ckpt)
-            opt.load_state_dict(state["optimizer"])
-            sched.load_state_dict(state["scheduler"])
-            history = state["history"]
-            start = state["epoch"] + 1
-            log.info("resuming %s from epoch %d in %s", label, state["epoch"], work)
-        else:
-            log.info("discarding resume state in %s: configuration or data changed", work)
-            shutil.rmtree(work)
+    history, start = _resume(work, fingerprint, model, opt, sched, dev, label)
     work.mkdir(parents=True, exist_ok=True)
-
-    train = splits["train"]
-    x_train = torch.from_numpy(np.ascontiguousarray(train.x)).to(dev)
-    y_train = torch.from_numpy(train.y).to(dev)
-    n = len(train)
+    x_train = torch.from_numpy(np.ascontiguousarray(splits["train"].x)).to(dev)
+    y_train = torch.from_numpy(splits["train"].y).to(dev)
     meta_base = {
         "subject": subject,
         "run": run,
@@ -216,46 +193,19 @@ def train_with_checkpoints(
         "vocab_size": info.vocab_size,
         "config": asdict(cfg),
     }
-
     epochs = range(start, cfg.epochs + 1)
     bar = progress(epochs, f"train {label}", total=len(epochs), unit="epoch")
-    done_this_call = 0
-    for epoch in bar:
+    for done_this_call, epoch in enumerate(bar, start=1):
         t0 = time.perf_counter()
-        gen = torch.Generator().manual_seed(_epoch_seed(cfg.seed, epoch))
-        torch.manual_seed(_epoch_seed(cfg.seed, epoch) + 1)  # dropout, if the model has any
-        perm = torch.randperm(n, generator=gen).to(dev)
-        model.train()
-        loss_sum, correct = 0.0, 0
-        for i in range(0, n, cfg.batch_size):
-            idx = perm[i : i + cfg.batch_size]
-            xb, yb = as_model_input(x_train[idx]), y_train[idx]
-            loss, out, target = _step_loss(model, xb, yb, cfg, gen)
-            if not torch.isfinite(loss):
-                raise TrainingDiverged(
-                    f"training {label} diverged at epoch {epoch}, batch {i // cfg.batch_size + 1}: "
-                    f"the loss is {float(loss.detach())} (lr {opt.param_groups[0]['lr']:g}); lower train.lr "
-                    "(or add a schedule); no checkpoint of this epoch was written"
-                )
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            loss_sum += float(loss.detach()) * len(idx)
-            correct += int((out.argmax(1) == target).sum())
-        bad = next((n for n, t in model.state_dict().items()
-                    if t.is_floating_point() and not bool(torch.isfinite(t).all())), None)
-        if bad is not None:
-            raise TrainingDiverged(f"training {label} diverged in epoch {epoch}: {bad!r} holds "
-                                   "NaN or infinite values; lower train.lr; no checkpoint of "
-                                   "this epoch was written")
+        loss, train_acc = _train_epoch(model, opt, x_train, y_train, cfg, epoch, label)
         lr = opt.param_groups[0]["lr"]
         sched.step()
         row = {
             "epoch": epoch,
-            "loss": loss_sum / n,
+            "loss": loss,
             # running accuracy over the epoch's mini-batches (an extra pass would cost ~30%);
             # under mixup, against each mixed input's dominant label
-            "train_acc": correct / n,
+            "train_acc": train_acc,
             "val_acc": accuracy(model, splits["val"], cfg.eval_batch_size),
             "test_acc": accuracy(model, splits["test"], cfg.eval_batch_size),
             "sigma_cos": sigma_cos(model.head.weight.detach().cpu().double().numpy()),
@@ -263,36 +213,113 @@ def train_with_checkpoints(
             "seconds": time.perf_counter() - t0,
         }
         history.append(row)
-        timeless = {k: v for k, v in row.items() if k != "seconds"}  # same seed, same bytes
-        save_checkpoint(work / checkpoint_name(epoch), model,
-                        {**meta_base, "epoch": epoch, "metrics": timeless})
-        with atomic_path(state_path) as tmp:
-            torch.save(
-                {
-                    "epoch": epoch,
-                    "fingerprint": fingerprint,
-                    "optimizer": opt.state_dict(),
-                    "scheduler": sched.state_dict(),
-                    "history": history,
-                },
-                tmp,
-            )
+        _save_epoch(
+            work, model, {**meta_base, "epoch": epoch}, row, opt, sched, history, fingerprint
+        )
         if hasattr(bar, "set_postfix"):
-            bar.set_postfix(loss=f"{row['loss']:.3f}", train=f"{row['train_acc']:.3f}",
-                            test=f"{row['test_acc']:.3f}")  # fmt: skip
-        done_this_call += 1
+            bar.set_postfix(
+                loss=f"{loss:.3f}", train=f"{train_acc:.3f}", test=f"{row['test_acc']:.3f}"
+            )
         if stop_after is not None and done_this_call >= stop_after and epoch < cfg.epochs:
             log.info("stopping after epoch %d as asked; the next call resumes", epoch)
             return pd.DataFrame(history)
-
     return _finish(work, out_dir, pd.DataFrame(history), fingerprint)
+
+
+def _resume(
+    work: Path, fingerprint: str, model, opt, sched, dev, label: str
+) -> tuple[list[dict[str, Any]], int]:
+    """Load the resume state of an interrupted run of the same configuration and data into
+    model, optimizer and schedule; returns (history so far, first epoch to train)."""
+    state_path = work / STATE_FILE
+    if not state_path.exists():
+        return [], 1
+    try:
+        state = torch.load(state_path, map_location=dev, weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError) as e:
+        first = str(e).strip().splitlines()[0][:120] if str(e).strip() else type(e).__name__
+        raise ValueError(
+            f"the resume state {state_path} holds more than tensors and plain "
+            f"containers, or is corrupt ({first}); ncip did not load it. "
+            f"Delete {work} to train from epoch 1"
+        ) from None
+    ckpt = work / checkpoint_name(state["epoch"])
+    if state.get("fingerprint") != fingerprint or not ckpt.exists():
+        log.info("discarding resume state in %s: configuration or data changed", work)
+        shutil.rmtree(work)
+        return [], 1
+    load_weights(model, ckpt)
+    opt.load_state_dict(state["optimizer"])
+    sched.load_state_dict(state["scheduler"])
+    log.info("resuming %s from epoch %d in %s", label, state["epoch"], work)
+    return state["history"], state["epoch"] + 1
+
+
+def _train_epoch(
+    model, opt, x_train, y_train, cfg: TrainConfig, epoch: int, label: str
+) -> tuple[float, float]:
+    """One pass over the training data in the epoch's seeded order; (mean loss, running
+    accuracy). Stops with TrainingDiverged on a non-finite loss or weight."""
+    n = len(y_train)
+    gen = torch.Generator().manual_seed(_epoch_seed(cfg.seed, epoch))
+    torch.manual_seed(_epoch_seed(cfg.seed, epoch) + 1)  # dropout, if the model has any
+    perm = torch.randperm(n, generator=gen).to(x_train.device)
+    model.train()
+    loss_sum, correct = 0.0, 0
+    for i in range(0, n, cfg.batch_size):
+        idx = perm[i : i + cfg.batch_size]
+        xb, yb = as_model_input(x_train[idx]), y_train[idx]
+        loss, out, target = _step_loss(model, xb, yb, cfg, gen)
+        if not torch.isfinite(loss):
+            raise TrainingDiverged(
+                f"training {label} diverged at epoch {epoch}, batch {i // cfg.batch_size + 1}: "
+                f"the loss is {float(loss.detach())} (lr {opt.param_groups[0]['lr']:g}); "
+                "lower train.lr (or add a schedule); no checkpoint of this epoch was written"
+            )
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        loss_sum += float(loss.detach()) * len(idx)
+        correct += int((out.argmax(1) == target).sum())
+    bad = [
+        k
+        for k, t in model.state_dict().items()
+        if t.is_floating_point() and not bool(torch.isfinite(t).all())
+    ]
+    if bad:
+        raise TrainingDiverged(
+            f"training {label} diverged in epoch {epoch}: {bad[0]!r} holds NaN or infinite "
+            "values; lower train.lr; no checkpoint of this epoch was written"
+        )
+    return loss_sum / n, correct / n
+
+
+def _save_epoch(
+    work: Path, model, meta: dict, row: dict, opt, sched, history, fingerprint: str
+) -> None:
+    """The epoch's checkpoint (its metrics without the seconds: same seed, same bytes), then
+    the resume state pointing at it."""
+    timeless = {k: v for k, v in row.items() if k != "seconds"}
+    save_checkpoint(work / checkpoint_name(meta["epoch"]), model, {**meta, "metrics": timeless})
+    state = {
+        "epoch": meta["epoch"],
+        "fingerprint": fingerprint,
+        "optimizer": opt.state_dict(),
+        "scheduler": sched.state_dict(),
+        "history": history,
+    }
+    with atomic_path(work / STATE_FILE) as tmp:
+        torch.save(state, tmp)
 
 
 def _step_loss(model, xb, yb, cfg: TrainConfig, gen: torch.Generator):
     """(loss, logits, the labels accuracy is counted against) of one mini-batch."""
     if cfg.mixup_alpha > 0:
-        lam = float(np.random.default_rng(int(torch.randint(0, 2**31, (1,), generator=gen)))
-                    .beta(cfg.mixup_alpha, cfg.mixup_alpha))  # fmt: skip
+        lam = float(
+            np.random.default_rng(int(torch.randint(0, 2**31, (1,), generator=gen))).beta(
+                cfg.mixup_alpha, cfg.mixup_alpha
+            )
+        )
         j = torch.randperm(len(yb), generator=gen).to(xb.device)
         out = model(lam * xb + (1 - lam) * xb[j])
         loss = lam * F.cross_entropy(out, yb, label_smoothing=cfg.label_smoothing) + (

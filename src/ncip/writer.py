@@ -39,8 +39,11 @@ def factory_spec(model: str | Callable | None) -> str | None:
         return model
     module, name = getattr(model, "__module__", None), getattr(model, "__qualname__", None)
     if not module or not name or module == "__main__" or "<" in name:
-        log.warning("the model factory %r is defined in the training script itself; define it in "
-                    "a module to let `ncip rank` rebuild it, or pass --model when ranking", model)
+        log.warning(
+            "the model factory %r is defined in the training script itself; define it in "
+            "a module to let `ncip rank` rebuild it, or pass --model when ranking",
+            model,
+        )
         return None
     return f"{module}:{name}"
 
@@ -53,10 +56,18 @@ class CheckpointWriter:
     ``input_shape`` (one input, e.g. ``[1, 28, 28]``), ``mean``/``std`` are recorded for
     `ncip rank` to check and preprocess inputs; ``plot`` draws ``sigma_cos.png``."""
 
-    def __init__(self, directory: str | Path, *, head: str | None = None,
-                 model: str | Callable | None = None, input_shape: Sequence[int] | None = None,
-                 mean: Sequence[float] | None = None, std: Sequence[float] | None = None,
-                 plot: bool = True, extra: dict[str, Any] | None = None):  # fmt: skip
+    def __init__(
+        self,
+        directory: str | Path,
+        *,
+        head: str | None = None,
+        model: str | Callable | None = None,
+        input_shape: Sequence[int] | None = None,
+        mean: Sequence[float] | None = None,
+        std: Sequence[float] | None = None,
+        plot: bool = True,
+        extra: dict[str, Any] | None = None,
+    ):
         self.dir = Path(directory)
         self.head = head
         self.factory = factory_spec(model)
@@ -73,8 +84,14 @@ class CheckpointWriter:
             return self.dir / f"step-{int(step):09d}.safetensors"
         raise ValueError("give the epoch or the step of the checkpoint")
 
-    def save(self, model: nn.Module, *, epoch: int | None = None, step: int | None = None,
-             metrics: dict[str, float] | None = None) -> Path:  # fmt: skip
+    def save(
+        self,
+        model: nn.Module,
+        *,
+        epoch: int | None = None,
+        step: int | None = None,
+        metrics: dict[str, float] | None = None,
+    ) -> Path:
         """Write ``model``'s weights as the checkpoint of ``epoch`` (or ``step``); return its
         path. σ_cos of the head is added to ``sigma_cos.csv``."""
         from ncip.modelsource import find_head
@@ -84,10 +101,19 @@ class CheckpointWriter:
         weight = state[f"{head}.weight"].detach().cpu().double()
         W = weight.reshape(weight.shape[0], -1).numpy()
         sigma = sigma_cos(W)
-        meta = {"writer": "ncip.CheckpointWriter", "epoch": epoch, "step": step,
-                "head_key": f"{head}.weight", "num_classes": int(W.shape[0]),
-                "input_shape": self.input_shape, "factory": self.factory,
-                "mean": self.mean, "std": self.std, "metrics": metrics or {}, **self.extra}
+        meta = {
+            "writer": "ncip.CheckpointWriter",
+            "epoch": epoch,
+            "step": step,
+            "head_key": f"{head}.weight",
+            "num_classes": int(W.shape[0]),
+            "input_shape": self.input_shape,
+            "factory": self.factory,
+            "mean": self.mean,
+            "std": self.std,
+            "metrics": metrics or {},
+            **self.extra,
+        }
         meta = {k: v for k, v in meta.items() if v is not None}
         path = self.path_for(epoch, step)
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -97,8 +123,9 @@ class CheckpointWriter:
 
     def history(self) -> pd.DataFrame:
         f = self.dir / HISTORY
-        return pd.read_csv(f) if f.is_file() else pd.DataFrame(columns=["epoch", "step",
-                                                                          "sigma_cos"])
+        return (
+            pd.read_csv(f) if f.is_file() else pd.DataFrame(columns=["epoch", "step", "sigma_cos"])
+        )
 
     def _record(self, row: dict[str, Any]) -> None:
         hist = self.history()
@@ -115,5 +142,3 @@ class CheckpointWriter:
         from ncip.figures import sigma_figure
 
         sigma_figure(hist, key, self.dir / PLOT)
-
-

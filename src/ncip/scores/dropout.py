@@ -41,8 +41,9 @@ def has_dropout(model: torch.nn.Module) -> bool:
 
 
 @torch.inference_mode()
-def mc_dropout_probs(model, x: np.ndarray, samples: int, rate: float, seed: int,
-                     batch_size: int = 512) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def mc_dropout_probs(
+    model, x: np.ndarray, samples: int, rate: float, seed: int, batch_size: int = 512
+) -> tuple[np.ndarray, np.ndarray]:
     """(mean softmax ``[N, C]``, votes ``[N, T]``) over ``samples`` stochastic passes."""
     device = next(model.parameters()).device
     model.eval()
@@ -64,7 +65,7 @@ def mc_dropout_probs(model, x: np.ndarray, samples: int, rate: float, seed: int,
                 if native:
                     z = model(xb)
                 else:
-                    keep = (torch.rand(feats.shape, generator=gen, device=device) >= rate)
+                    keep = torch.rand(feats.shape, generator=gen, device=device) >= rate
                     z = model.head(feats * keep / (1.0 - rate))
                 p = F.softmax(z.double(), dim=1)
                 acc = acc + p
@@ -76,14 +77,17 @@ def mc_dropout_probs(model, x: np.ndarray, samples: int, rate: float, seed: int,
     return np.concatenate(means), np.concatenate(votes)
 
 
-@register_method("dropout")
+@register_method(
+    "dropout", display="Dropout", paper="Dropout", options={"samples": 200, "rate": 0.5}
+)
 def _dropout(ctx: ScoringContext, split: str) -> np.ndarray:
-    samples = int(ctx.option("dropout", "samples", 200))  # simple-tip's T (decision D7)
-    rate = float(ctx.option("dropout", "rate", 0.5))
+    samples = int(ctx.option("dropout", "samples"))  # simple-tip's T (decision D7)
+    rate = float(ctx.option("dropout", "rate"))
     if samples < 1 or not 0 < rate < 1:
         raise ValueError(f"dropout needs samples >= 1 and 0 < rate < 1, got {samples}, {rate}")
     model = ctx.final_model()
-    mean, votes = mc_dropout_probs(model, ctx.split(split).x, samples, rate, ctx.seed,
-                                   ctx.batch_size)  # fmt: skip
+    mean, votes = mc_dropout_probs(
+        model, ctx.split(split).x, samples, rate, ctx.seed, ctx.batch_size
+    )
     vr = variation_ratio(votes, mean.shape[1])
     return lexicographic(vr, predictive_entropy(mean), 1.0 / samples)

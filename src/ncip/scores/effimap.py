@@ -28,9 +28,9 @@ At test time: ``score = mean(predicted kill vector) * (-log max p)``.
 
 Sizes (``size`` option): "reduced" (default here) uses 500 labelled inputs x 20 input mutants,
 at most 100 model mutants found in 300 search steps, a VAE trained for the reference's ~1,600
-optimiser steps on at most 2,000 labelled images, and 100 trees; "full" is the reference's: every labelled input x 200 input
-mutants, 100 mutants within a 10-minute search, 100 VAE epochs on every labelled image and 1000
-trees.
+optimiser steps on at most 2,000 labelled images, and 100 trees; "full" is the reference's:
+every labelled input x 200 input mutants, 100 mutants within a 10-minute search, 100 VAE
+epochs on every labelled image and 1000 trees.
 """
 
 from __future__ import annotations
@@ -51,13 +51,29 @@ from ncip.scores.uncertainty import msp
 SIZES = {
     # reduced: the VAE gets the reference's number of optimiser steps (100 epochs over its 1,000
     # labelled images at batch 64, about 1,600), whatever the labelled split's size
-    "reduced": dict(labelled_inputs=500, input_mutants=20, max_mutants=100, search_steps=300,
-                    search_seconds=600.0, vae_images=2000, vae_epochs=None, vae_steps=1600,
-                    trees=100),
-    "full": dict(labelled_inputs=None, input_mutants=200, max_mutants=100, search_steps=None,
-                 search_seconds=600.0, vae_images=None, vae_epochs=100, vae_steps=None,
-                 trees=1000),
-}  # fmt: skip
+    "reduced": dict(
+        labelled_inputs=500,
+        input_mutants=20,
+        max_mutants=100,
+        search_steps=300,
+        search_seconds=600.0,
+        vae_images=2000,
+        vae_epochs=None,
+        vae_steps=1600,
+        trees=100,
+    ),
+    "full": dict(
+        labelled_inputs=None,
+        input_mutants=200,
+        max_mutants=100,
+        search_steps=None,
+        search_seconds=600.0,
+        vae_images=None,
+        vae_epochs=100,
+        vae_steps=None,
+        trees=1000,
+    ),
+}
 ACC_TOLERANCE = 0.05
 RELU_FRACTION = 0.1
 
@@ -132,8 +148,9 @@ def predict_labels(model, x, batch_size=256) -> np.ndarray:
     return batched_outputs(model, x, batch_size).argmax(1)
 
 
-def search_mutants(model, split: Split, max_mutants: int, steps: int | None, seconds: float,
-                   seed: int = 0) -> list[Mutant]:  # fmt: skip
+def search_mutants(
+    model, split: Split, max_mutants: int, steps: int | None, seconds: float, seed: int = 0
+) -> list[Mutant]:
     """A1: the mutant search on a labelled split."""
     rng = np.random.default_rng(seed)
     device = next(model.parameters()).device
@@ -185,19 +202,30 @@ class VanillaVAE(nn.Module):
         super().__init__()
         self.channels = channels
         self.enc = nn.Sequential(
-            nn.Conv2d(channels, 32, 4, 2, 1), nn.BatchNorm2d(32), nn.LeakyReLU(),
-            nn.Conv2d(32, 64, 4, 2, 1), nn.BatchNorm2d(64), nn.LeakyReLU(),
-            nn.Conv2d(64, 128, 4, 2, 1), nn.BatchNorm2d(128), nn.LeakyReLU(),
+            nn.Conv2d(channels, 32, 4, 2, 1),
+            nn.BatchNorm2d(32),
+            nn.LeakyReLU(),
+            nn.Conv2d(32, 64, 4, 2, 1),
+            nn.BatchNorm2d(64),
+            nn.LeakyReLU(),
+            nn.Conv2d(64, 128, 4, 2, 1),
+            nn.BatchNorm2d(128),
+            nn.LeakyReLU(),
             nn.Flatten(),
-        )  # fmt: skip
+        )
         self.mu = nn.Linear(128 * 16, latent)
         self.logvar = nn.Linear(128 * 16, latent)
         self.dec_in = nn.Linear(latent, 128 * 16)
         self.dec = nn.Sequential(
-            nn.ConvTranspose2d(128, 64, 4, 2, 1), nn.BatchNorm2d(64), nn.LeakyReLU(),
-            nn.ConvTranspose2d(64, 32, 4, 2, 1), nn.BatchNorm2d(32), nn.LeakyReLU(),
-            nn.ConvTranspose2d(32, channels, 4, 2, 1), nn.Sigmoid(),
-        )  # fmt: skip
+            nn.ConvTranspose2d(128, 64, 4, 2, 1),
+            nn.BatchNorm2d(64),
+            nn.LeakyReLU(),
+            nn.ConvTranspose2d(64, 32, 4, 2, 1),
+            nn.BatchNorm2d(32),
+            nn.LeakyReLU(),
+            nn.ConvTranspose2d(32, channels, 4, 2, 1),
+            nn.Sigmoid(),
+        )
 
     def encode(self, x):
         h = self.enc(x)
@@ -236,8 +264,14 @@ VAE_KLD_WEIGHT = 0.00025
 REFERENCE_STEPS_PER_EPOCH = 16  # 1,000 labelled images at batch 64
 
 
-def train_vae(x: np.ndarray, seed: int, device, steps: int | None = None,
-              epochs: int | None = None, batch_size: int = 64) -> VanillaVAE:  # fmt: skip
+def train_vae(
+    x: np.ndarray,
+    seed: int,
+    device,
+    steps: int | None = None,
+    epochs: int | None = None,
+    batch_size: int = 64,
+) -> VanillaVAE:
     """Train the VAE for ``epochs`` epochs (lr decays by 0.95 per epoch) or ``steps`` steps
     (lr decays by 0.95 per reference epoch of 16 steps)."""
     torch.manual_seed(seed)
@@ -365,9 +399,14 @@ class KillPredictor:
             if y.min() == y.max():
                 self.models.append(int(y[0]))
                 continue
-            clf = XGBClassifier(n_estimators=self.trees, objective="binary:logistic",
-                                max_delta_step=5, random_state=self.seed, n_jobs=2,
-                                verbosity=0)  # fmt: skip
+            clf = XGBClassifier(
+                n_estimators=self.trees,
+                objective="binary:logistic",
+                max_delta_step=5,
+                random_state=self.seed,
+                n_jobs=2,
+                verbosity=0,
+            )
             self.models.append(clf.fit(X, y))
         return self
 
@@ -390,11 +429,11 @@ class EffiMAP:
         return None
 
     def _settings(self, ctx: ScoringContext) -> dict:
-        size = ctx.option("effimap", "size", "reduced")
+        size = ctx.option("effimap", "size")
         if size not in SIZES:
             raise ValueError(f"effimap size must be one of {list(SIZES)}, got {size!r}")
-        return {**SIZES[size], **{k: v for k, v in ctx.options.get("effimap", {}).items()
-                                  if k in SIZES["full"]}}  # fmt: skip
+        given = {k: ctx.option("effimap", k) for k in SIZES["full"]}
+        return {**SIZES[size], **{k: v for k, v in given.items() if v is not None}}
 
     def _fit(self, ctx: ScoringContext, split: str):
         cfg = self._settings(ctx)
@@ -404,16 +443,28 @@ class EffiMAP:
         val = ctx.labelled_for(split)
         rng = np.random.default_rng(ctx.seed)
         n = cfg["labelled_inputs"]
-        subset = val if n is None or n >= len(val) else val.subset(
-            np.sort(rng.choice(len(val), n, replace=False)))  # fmt: skip
-        mutants = search_mutants(model, val, cfg["max_mutants"], cfg["search_steps"],
-                                 cfg["search_seconds"], ctx.seed)  # fmt: skip
+        subset = (
+            val
+            if n is None or n >= len(val)
+            else val.subset(np.sort(rng.choice(len(val), n, replace=False)))
+        )
+        mutants = search_mutants(
+            model, val, cfg["max_mutants"], cfg["search_steps"], cfg["search_seconds"], ctx.seed
+        )
         log.info("effimap: %d model mutants kept", len(mutants))
         m = cfg["vae_images"]
-        vae_x = val.x if m is None or m >= len(val) else val.x[
-            np.sort(rng.choice(len(val), m, replace=False))]  # fmt: skip
-        vae = train_vae(vae_x, ctx.seed, next(model.parameters()).device,
-                        steps=cfg["vae_steps"], epochs=cfg["vae_epochs"])  # fmt: skip
+        vae_x = (
+            val.x
+            if m is None or m >= len(val)
+            else val.x[np.sort(rng.choice(len(val), m, replace=False))]
+        )
+        vae = train_vae(
+            vae_x,
+            ctx.seed,
+            next(model.parameters()).device,
+            steps=cfg["vae_steps"],
+            epochs=cfg["vae_epochs"],
+        )
         samples = vae_mutants(vae, subset.x, cfg["input_mutants"], ctx.seed)
         X = forward_features(model, samples)
         K = kill_matrix(model, mutants, samples)
@@ -430,4 +481,10 @@ class EffiMAP:
         return effimap_scores(predictor.predict(X), ctx.final_logits(split))
 
 
-register_method("effimap")(EffiMAP)
+register_method(
+    "effimap",
+    display="EffiMAP",
+    paper="EffiMAP",
+    needs=("labelled",),
+    options={"size": "reduced", **dict.fromkeys(SIZES["full"])},  # None: as `size` sets it
+)(EffiMAP)

@@ -4,6 +4,34 @@ from __future__ import annotations
 
 import numpy as np
 
+from ncip.scores.registry import describe_method
+
+# NCIP (Eq. 8) and the ablation variants of Tables 7-8, in the paper's row order.
+describe_method(
+    "ncip",
+    display="NCIP",
+    paper="NCIP",
+    summary="zscore(TVD over the NC-selected checkpoints) + zscore(1 - margin)",
+)
+describe_method(
+    "tvd",
+    display="TVD",
+    paper="TVD",
+    summary="TVD over the last K checkpoints (no NC selection), no margin",
+)
+describe_method(
+    "tvd+nc",
+    display="TVD+NC",
+    paper="TVD+NC",
+    summary="TVD over the NC-selected checkpoints, no margin",
+)
+describe_method(
+    "tvd+margin",
+    display="TVD+Margin",
+    paper="TVD+Margin",
+    summary="zscore(TVD over the last K) + zscore(1 - margin)",
+)
+
 
 def _check_stack(probs: np.ndarray) -> np.ndarray:
     p = np.asarray(probs, dtype=np.float64)
@@ -43,8 +71,10 @@ def zscore(x: np.ndarray) -> np.ndarray:
     and the ranking into the tie-break's random order."""
     x = np.asarray(x, dtype=np.float64)
     if not np.all(np.isfinite(x)):
-        raise ValueError(f"{int((~np.isfinite(x)).sum())} of {x.size} values to standardise are "
-                         "NaN or infinite: some input or checkpoint produced non-finite outputs")
+        raise ValueError(
+            f"{int((~np.isfinite(x)).sum())} of {x.size} values to standardise are "
+            "NaN or infinite: some input or checkpoint produced non-finite outputs"
+        )
     sd = x.std()
     if sd == 0.0:
         return np.zeros_like(x)

@@ -32,7 +32,7 @@ def knn_cosine(p: np.ndarray, k: int, chunk: int = 1024) -> tuple[np.ndarray, np
     return idx, dist
 
 
-def nns(probs: np.ndarray, k: int = 10, lam: float = 0.5) -> np.ndarray:
+def nns(probs: np.ndarray, k: int, lam: float) -> np.ndarray:
     """Neighbour-smoothed Gini impurity of ``probs`` ``[N, C]``."""
     p = np.asarray(probs, dtype=np.float64)
     if not 0.0 <= lam <= 1.0:
@@ -49,8 +49,8 @@ def nns(probs: np.ndarray, k: int = 10, lam: float = 0.5) -> np.ndarray:
     return 1.0 - (smoothed**2).sum(axis=1)
 
 
-@register_method("nns")
+@register_method("nns", display="NNS", paper="NNS", options={"k": 10, "lambda": 0.5})
 def _nns(ctx: ScoringContext, split: str) -> np.ndarray:
-    k = int(ctx.option("nns", "k", 10))
-    lam = float(ctx.option("nns", "lambda", 0.5))
+    k = int(ctx.option("nns", "k"))
+    lam = float(ctx.option("nns", "lambda"))
     return nns(softmax64(ctx.final_logits(split)), k, lam)

@@ -12,10 +12,10 @@ def random_scores(n: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).permutation(n).astype(np.float64)
 
 
-@register_method("random")
+@register_method("random", display="RS", paper="RS", options={"repeats": 10})
 def _random(ctx: ScoringContext, split: str) -> dict[int, np.ndarray]:
     # baselines.md D8 recommends at least 10 seeds; the metrics are averaged over them.
-    repeats = int(ctx.option("random", "repeats", 10))
+    repeats = int(ctx.option("random", "repeats"))
     if repeats <= 0:
         raise ValueError(f"random.repeats must be positive, got {repeats}")
     n = len(ctx.split(split))

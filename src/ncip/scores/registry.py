@@ -50,22 +50,97 @@ class _FunctionMethod:
         return self.fn(ctx, split)
 
 
-_METHODS: dict[str, Callable[[], Method]] = {}
+# What a method may need beyond the final model's outputs on the split it ranks.
+NEEDS = {
+    "train": "the training split's inputs",
+    "labelled": "a labelled validation split of the same distribution",
+    "checkpoints": "the training checkpoints",
+}
+FAMILIES = ("baseline", "ncip")  # score-baselines runs the first; score-ncip computes the second
 
 
-def register_method(name: str):
-    """Register a scoring function ``(ctx, split) -> scores`` or a Method class."""
+@dataclass(frozen=True)
+class MethodInfo:
+    """A method's facts, registered once with it; tables, options and the report derive from it.
+
+    ``options`` maps each option to its default (the only place it is written); ``paper`` is the
+    method's row name in the paper's tables (None for a method the paper does not have).
+    """
+
+    name: str
+    display: str
+    paper: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    needs: tuple[str, ...] = ()
+    family: str = "baseline"
+    summary: str = ""
+    factory: Callable[[], Method] | None = field(default=None, repr=False, compare=False)
+
+
+_METHODS: dict[str, MethodInfo] = {}
+
+
+def _summary(obj) -> str:
+    doc = inspect.getdoc(obj) or ""
+    return doc.strip().split("\n\n")[0].replace("\n", " ")
+
+
+def _register(info: MethodInfo) -> None:
+    if info.name in _METHODS:
+        raise ValueError(f"method {info.name!r} is registered twice")
+    bad = [n for n in info.needs if n not in NEEDS]
+    if bad or info.family not in FAMILIES:
+        raise ValueError(
+            f"method {info.name!r}: needs must be among {sorted(NEEDS)} and family "
+            f"one of {FAMILIES}, got needs={list(info.needs)} family={info.family!r}"
+        )
+    _METHODS[info.name] = info
+
+
+def register_method(
+    name: str,
+    *,
+    display: str | None = None,
+    paper: str | None = None,
+    options: dict[str, Any] | None = None,
+    needs: tuple[str, ...] = (),
+):
+    """Register a scoring function ``(ctx, split) -> scores`` or a Method class, with its facts:
+    ``display`` (table name; default the name), ``paper`` (row name in the paper's tables),
+    ``options`` (name -> default), ``needs`` (keys of :data:`NEEDS`)."""
 
     def wrap(obj):
-        if name in _METHODS:
-            raise ValueError(f"method {name!r} is registered twice")
         if inspect.isclass(obj):
-            _METHODS[name] = lambda: _named(obj(), name)
+            factory = lambda: _named(obj(), name)  # noqa: E731
         else:
-            _METHODS[name] = lambda: _FunctionMethod(name, obj)
+            factory = lambda: _FunctionMethod(name, obj)  # noqa: E731
+        _register(
+            MethodInfo(
+                name,
+                display or name,
+                paper,
+                dict(options or {}),
+                tuple(needs),
+                "baseline",
+                _summary(obj),
+                factory,
+            )
+        )
         return obj
 
     return wrap
+
+
+def describe_method(
+    name: str,
+    *,
+    display: str,
+    paper: str | None = None,
+    summary: str = "",
+    needs: tuple[str, ...] = ("checkpoints",),
+) -> None:
+    """Register the facts of a score that score-ncip computes (NCIP and its ablations)."""
+    _register(MethodInfo(name, display, paper, {}, tuple(needs), "ncip", summary))
 
 
 def _named(m, name: str):
@@ -73,14 +148,58 @@ def _named(m, name: str):
     return m
 
 
-def list_methods() -> list[str]:
-    return sorted(_METHODS)
+def list_methods(family: str | None = "baseline") -> list[str]:
+    """Registered method names in registration order (``family=None``: every family)."""
+    return [n for n, i in _METHODS.items() if family is None or i.family == family]
+
+
+def method_info(name: str) -> MethodInfo:
+    if name not in _METHODS:
+        raise ValueError(f"unknown method {name!r}; choose from {', '.join(list_methods(None))}")
+    return _METHODS[name]
 
 
 def get_method(name: str) -> Method:
-    if name not in _METHODS:
-        raise ValueError(f"unknown method {name!r}; choose from {', '.join(list_methods())}")
-    return _METHODS[name]()
+    info = method_info(name)
+    if info.factory is None:
+        raise ValueError(
+            f"{name!r} is computed by score-ncip, not run as a baseline; choose "
+            f"from {', '.join(list_methods())}"
+        )
+    return info.factory()
+
+
+def resolve_options(
+    given: dict[str, Any] | None, methods: list[str] | None = None
+) -> dict[str, dict[str, Any]]:
+    """Every option of ``methods`` (default: all baselines), its default overridden by
+    ``given[method][option]``; unknown methods and options are refused with what exists."""
+    given = dict(given or {})
+    out = {}
+    for name in methods if methods is not None else list_methods():
+        out[name] = dict(method_info(name).options)
+    for name, opts in given.items():
+        info = method_info(name)
+        if not isinstance(opts, dict):
+            raise ValueError(
+                f"options of {name!r} must be a mapping of option: value, got {opts!r}"
+            )
+        for key, value in opts.items():
+            if key not in info.options:
+                have = ", ".join(info.options) or "none"
+                raise ValueError(f"{name!r} has no option {key!r}; its options: {have}")
+            default = info.options[key]
+            numeric = isinstance(default, int | float) and not isinstance(default, bool)
+            if numeric and value is not None:
+                try:
+                    value = type(default)(value)
+                except (TypeError, ValueError):
+                    raise ValueError(
+                        f"option {key!r} of {name!r} must be a number like its default "
+                        f"{default!r}, got {value!r}"
+                    ) from None
+            out.setdefault(name, dict(info.options))[key] = value
+    return out
 
 
 def hide_labels(split: Split) -> Split:
@@ -109,8 +228,12 @@ class ScoringContext:
     def __post_init__(self) -> None:
         self.eval_splits = {k: hide_labels(v) for k, v in self.eval_splits.items()}
 
-    def option(self, method: str, key: str, default: Any) -> Any:
-        return self.options.get(method, {}).get(key, default)
+    def option(self, method: str, key: str) -> Any:
+        """A method's option: as given in ``options``, else its registered default."""
+        defaults = method_info(method).options
+        if key not in defaults:
+            raise KeyError(f"{method!r} has no registered option {key!r}")
+        return self.options.get(method, {}).get(key, defaults[key])
 
     def split(self, name: str) -> Split:
         if name not in self.eval_splits:
@@ -143,8 +266,12 @@ class ScoringContext:
 
     # which stored split holds the outputs of a cache key (final model; every checkpoint)
     _STORED_FINAL = {"eval:test": "test", "eval:adv": "adv", "train": "train"}
-    _STORED_TRAJECTORY = {"eval:test": "test", "eval:adv": "adv", "labelled:test": "val",
-                          "labelled:adv": "val-adv"}  # fmt: skip
+    _STORED_TRAJECTORY = {
+        "eval:test": "test",
+        "eval:adv": "adv",
+        "labelled:test": "val",
+        "labelled:adv": "val-adv",
+    }
 
     def _ids_of(self, x_key: str) -> np.ndarray:
         if x_key == "train":
@@ -160,8 +287,10 @@ class ScoringContext:
         pos = {v: i for i, v in enumerate(have)}
         missing = [v for v in want if v not in pos]
         if missing:
-            raise KeyError(f"the stored predictions lack {len(missing)} inputs of {x_key} (e.g. "
-                           f"{missing[0]!r}); re-run predict-probabilities")
+            raise KeyError(
+                f"the stored predictions lack {len(missing)} inputs of {x_key} (e.g. "
+                f"{missing[0]!r}); re-run predict-probabilities"
+            )
         return np.array([pos[v] for v in want])
 
     def outputs(self, x_key: str, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -171,15 +300,20 @@ class ScoringContext:
 
         key = ("outputs", x_key)
         split = self._STORED_FINAL.get(x_key)
-        if key not in self._cache and self.predictions is not None and (
-            split in self.predictions.index.get("feature_splits", {})
+        if (
+            key not in self._cache
+            and self.predictions is not None
+            and (split in self.predictions.index.get("feature_splits", {}))
         ):
             ids, z, f = self.predictions.final(split)
             order = self._aligned(ids, x_key)
             self._cache[key] = (z[order], f[order])
         if key not in self._cache:
             self._cache[key] = batched_outputs(
-                self.final_model(), x, self.batch_size, features=True,
+                self.final_model(),
+                x,
+                self.batch_size,
+                features=True,
                 source=str(self.checkpoints()[-1].path),
             )
         return self._cache[key]
@@ -192,8 +326,10 @@ class ScoringContext:
 
         key = ("trajectory", x_key)
         split = self._STORED_TRAJECTORY.get(x_key)
-        if key not in self._cache and self.predictions is not None and (
-            split in self.predictions.splits
+        if (
+            key not in self._cache
+            and self.predictions is not None
+            and (split in self.predictions.splits)
         ):
             _, ids, _, z = self.predictions.logits(split)
             order = self._aligned(ids, x_key)
@@ -223,3 +359,21 @@ class ScoringContext:
 
     def final_features(self, split: str) -> np.ndarray:
         return self.outputs(f"eval:{split}", self.split(split).x)[1]
+
+
+def baseline_config(group: dict | None) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """The ``baselines`` group of params.yaml -> (methods to run, every option of each).
+
+    ``methods`` is a comma-separated string or a list; any other key is a method's name mapping
+    to the options it overrides (e.g. ``nns: {k: 5}``); the rest keep their registered defaults.
+    """
+    group = dict(group or {})
+    listed = group.pop("methods", ",".join(list_methods()))
+    names = [
+        m.strip()
+        for m in (listed.split(",") if isinstance(listed, str) else listed)
+        if str(m).strip()
+    ]
+    for m in names:
+        get_method(m)  # unknown or non-baseline names fail here, with the choices
+    return names, resolve_options(group, names)

@@ -37,9 +37,13 @@ def minmax_scale(features: np.ndarray) -> np.ndarray:
 
 
 def sets_select(
-    features: np.ndarray, uncertainty: np.ndarray, budget: int, a: float = 3.0,
-    seed: int = 0, ridge: float = RIDGE,
-) -> np.ndarray:  # fmt: skip
+    features: np.ndarray,
+    uncertainty: np.ndarray,
+    budget: int,
+    a: float = 3.0,
+    seed: int = 0,
+    ridge: float = RIDGE,
+) -> np.ndarray:
     """Indices selected by SETS, in selection order (at most ``budget``)."""
     F = np.asarray(features, dtype=np.float64)
     u = np.asarray(uncertainty, dtype=np.float64)
@@ -72,8 +76,12 @@ def sets_select(
         # extend the Cholesky factor of G_S + ridge*I by the winner's row
         if chosen:
             row = y[:, j]
-            L = np.block([[L, np.zeros((len(L), 1))],
-                          [row[None, :], np.sqrt(max(resid[j], 1e-300)) * np.ones((1, 1))]])
+            L = np.block(
+                [
+                    [L, np.zeros((len(L), 1))],
+                    [row[None, :], np.sqrt(max(resid[j], 1e-300)) * np.ones((1, 1))],
+                ]
+            )
         else:
             L = np.sqrt(np.array([[resid[j]]]))
         g_s = float(gd[j])
@@ -99,10 +107,10 @@ def max_p_uncertainty(logits: np.ndarray) -> np.ndarray:
     return _rest_mass(log_softmax64(logits))[1]
 
 
-@register_method("sets")
+@register_method("sets", display="SETS", paper="SETS", options={"budget": 500, "a": 3.0})
 def _sets(ctx: ScoringContext, split: str) -> np.ndarray:
-    budget = int(ctx.option("sets", "budget", 500))
-    a = float(ctx.option("sets", "a", 3.0))
+    budget = int(ctx.option("sets", "budget"))
+    a = float(ctx.option("sets", "a"))
     feats = minmax_scale(ctx.final_features(split))
     u = max_p_uncertainty(ctx.final_logits(split))
     return sets_order_scores(feats, u, min(budget, len(u)), a, ctx.seed)

@@ -1,4 +1,6 @@
-"""Surprise adequacy (Kim et al., ICSE 2019): LSA and DSA on penultimate features (baselines §2.7-2.8).
+"""Surprise adequacy (Kim et al., ICSE 2019): LSA and DSA on penultimate features.
+
+baselines.md §2.7-2.8.
 
 Activation traces (ATs) are the penultimate features of the final model (the input of its last
 ``nn.Linear``; decision D2), for the whole training split and the test set. Training inputs are
@@ -72,8 +74,11 @@ def _fit_class_kde(data: np.ndarray, cls: int) -> tuple[ClassKDE, np.ndarray]:
     if data.shape[1] > MAX_FEATURES:
         cols = np.sort(np.argsort(data.var(axis=0))[-MAX_FEATURES:])
         try:
-            log.warning("LSA class %d: singular covariance; keeping the %d highest-variance "
-                        "neurons", cls, MAX_FEATURES)  # fmt: skip
+            log.warning(
+                "LSA class %d: singular covariance; keeping the %d highest-variance neurons",
+                cls,
+                MAX_FEATURES,
+            )
             return ClassKDE(data[:, cols]), cols
         except np.linalg.LinAlgError:
             pass
@@ -106,7 +111,9 @@ def lsa(train_at, train_pred, test_at, test_pred, var_threshold: float = VAR_THR
     return out
 
 
-def _nearest(query: np.ndarray, ref: np.ndarray, chunk: int = 1024) -> tuple[np.ndarray, np.ndarray]:
+def _nearest(
+    query: np.ndarray, ref: np.ndarray, chunk: int = 1024
+) -> tuple[np.ndarray, np.ndarray]:
     """Index of and distance to the nearest row of ``ref`` for every row of ``query``.
 
     Exact (the reference's brute force: Euclidean distances in float64, the first index on
@@ -165,15 +172,17 @@ def _train_outputs(ctx: ScoringContext) -> tuple[np.ndarray, np.ndarray]:
     return feats, logits.argmax(axis=1)
 
 
-@register_method("lsa")
+@register_method("lsa", display="LSA", paper="LSA", needs=("train",))
 def _lsa(ctx: ScoringContext, split: str) -> np.ndarray:
     train_at, train_pred = _train_outputs(ctx)
-    return lsa(train_at, train_pred, ctx.final_features(split),
-               ctx.final_logits(split).argmax(axis=1))  # fmt: skip
+    return lsa(
+        train_at, train_pred, ctx.final_features(split), ctx.final_logits(split).argmax(axis=1)
+    )
 
 
-@register_method("dsa")
+@register_method("dsa", display="DSA", paper="DSA", needs=("train",))
 def _dsa(ctx: ScoringContext, split: str) -> np.ndarray:
     train_at, train_pred = _train_outputs(ctx)
-    return dsa(train_at, train_pred, ctx.final_features(split),
-               ctx.final_logits(split).argmax(axis=1))  # fmt: skip
+    return dsa(
+        train_at, train_pred, ctx.final_features(split), ctx.final_logits(split).argmax(axis=1)
+    )

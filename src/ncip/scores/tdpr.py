@@ -103,19 +103,27 @@ class TDPR:
         return np.stack([softmax64(z) for z in ctx.checkpoint_logits(key, x)])
 
     def score(self, ctx: ScoringContext, split: str) -> np.ndarray:
-        start = ctx.option("tdpr", "start", None)
-        rounds = int(ctx.option("tdpr", "rounds", 10))
+        start = ctx.option("tdpr", "start")
+        rounds = int(ctx.option("tdpr", "rounds"))
         val = ctx.labelled_for(split)
         key = f"labelled:{split.split('-')[0]}"
         if key not in self.rankers:
             with ctx.timed("tdpr", f"prepare[{split}]"):
                 probs = self._probs(ctx, key, val.x)
                 feats = trajectory_features(probs, start)
-                self.rankers[key] = train_ranker(feats, probs[-1].argmax(1) != val.y, ctx.seed,
-                                                 rounds)  # fmt: skip
-        test_feats = trajectory_features(self._probs(ctx, f"eval:{split}", ctx.split(split).x),
-                                         start)  # fmt: skip
+                self.rankers[key] = train_ranker(
+                    feats, probs[-1].argmax(1) != val.y, ctx.seed, rounds
+                )
+        test_feats = trajectory_features(
+            self._probs(ctx, f"eval:{split}", ctx.split(split).x), start
+        )
         return rank_scores(self.rankers[key], test_feats)
 
 
-register_method("tdpr")(TDPR)
+register_method(
+    "tdpr",
+    display="TDPR",
+    paper="TDPR",
+    needs=("labelled", "checkpoints"),
+    options={"rounds": 10, "start": None},  # start None: floor(E / 10)
+)(TDPR)

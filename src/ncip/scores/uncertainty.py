@@ -65,21 +65,21 @@ def pcs(logits: np.ndarray) -> np.ndarray:
     return rest + np.exp(second)
 
 
-@register_method("entropy")
+@register_method("entropy", display="Entropy", paper="Entropy")
 def _entropy(ctx: ScoringContext, split: str) -> np.ndarray:
     return entropy(ctx.final_logits(split))
 
 
-@register_method("deepgini")
+@register_method("deepgini", display="DeepGini", paper="DeepGini")
 def _deepgini(ctx: ScoringContext, split: str) -> np.ndarray:
     return deepgini(ctx.final_logits(split))
 
 
-@register_method("msp")
+@register_method("msp", display="MSP", paper="MSP")
 def _msp(ctx: ScoringContext, split: str) -> np.ndarray:
     return msp(ctx.final_logits(split))
 
 
-@register_method("pcs")
+@register_method("pcs", display="PCS", paper="PCS")
 def _pcs(ctx: ScoringContext, split: str) -> np.ndarray:
     return pcs(ctx.final_logits(split))

@@ -1,0 +1,178 @@
+"""dvc.yaml's dependencies are checked, not hoped: every `ncip` module a stage script imports
+(directly, transitively, or lazily inside a function) must be a declared dep of that stage, so a
+change to it re-runs the stage. (What a stage reads at run time is checked by the end-to-end
+test in test_pipeline_dvc.py, which records every file each stage opens.)"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
+
+
+def _module_file(name: str) -> Path | None:
+    base = SRC.joinpath(*name.split("."))
+    if base.with_suffix(".py").is_file():
+        return base.with_suffix(".py")
+    if (base / "__init__.py").is_file():
+        return base / "__init__.py"
+    return None
+
+
+# Functions whose lazy imports no stage reaches: the package's `ncip.rank`-style attribute
+# loader, and the parameter check that `ncip check-params` runs before `dvc repro`.
+NOT_REACHED = {"ncip/__init__.py": {"__getattr__"}, "ncip/subjects.py": {"check_params"}}
+
+
+def _imports(path: Path) -> set[str]:
+    """The ncip modules a file imports anywhere in it (module level or inside functions)."""
+    tree = ast.parse(path.read_text(), str(path))
+    skip = NOT_REACHED.get(str(path.relative_to(SRC)) if SRC in path.parents else "", set())
+    for node in list(tree.body):
+        if isinstance(node, ast.FunctionDef) and node.name in skip:
+            tree.body.remove(node)
+    out: set[str] = set()
+    pkg = ".".join(path.relative_to(SRC).with_suffix("").parts[:-1]) if SRC in path.parents else ""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.split(".")[0] == "ncip"}
+        elif isinstance(node, ast.ImportFrom):
+            mod = node.module or ""
+            if node.level:  # relative import inside the package
+                mod = ".".join(pkg.split(".")[: len(pkg.split(".")) - node.level + 1] + [mod])
+            if mod.split(".")[0] != "ncip":
+                continue
+            out.add(mod)
+            out |= {f"{mod}.{a.name}" for a in node.names if _module_file(f"{mod}.{a.name}")}
+    # a package that imports all its modules (ncip.scores registers its methods this way)
+    if path.name == "__init__.py" and "pkgutil.iter_modules(__path__)" in path.read_text():
+        out |= {f"{pkg}.{p.stem}" for p in path.parent.glob("*.py") if p.stem != "__init__"}
+    return out
+
+
+def module_closure(script: Path) -> set[Path]:
+    """Every ncip source file a script can import, with the packages' __init__ files."""
+    seen: set[Path] = set()
+    todo = [script]
+    while todo:
+        f = todo.pop()
+        for name in _imports(f):
+            parts = name.split(".")
+            for i in range(1, len(parts) + 1):  # importing a.b.c runs a and a.b first
+                m = _module_file(".".join(parts[:i]))
+                if m is not None and m not in seen:
+                    seen.add(m)
+                    todo.append(m)
+    return seen
+
+
+def _covered(path: str, deps: list[str]) -> bool:
+    return any(path == d or path.startswith(d.rstrip("/") + "/") for d in deps)
+
+
+def missing_deps(dvc_yaml: Path) -> dict[str, list[str]]:
+    """stage -> the ncip source files its script imports that it does not declare."""
+    stages = yaml.safe_load(dvc_yaml.read_text())["stages"]
+    out = {}
+    for name, st in stages.items():
+        m = re.search(r"python (stages/\S+\.py)", st["cmd"])
+        assert m, f"{name}: its cmd runs no stage script"
+        deps = [d if isinstance(d, str) else next(iter(d)) for d in st.get("deps", [])]
+        need = [m.group(1)] + sorted(
+            str(p.relative_to(ROOT)) for p in module_closure(ROOT / m.group(1))
+        )
+        gaps = [p for p in need if not _covered(p, deps)]
+        if gaps:
+            out[name] = gaps
+    return out
+
+
+def test_every_stage_declares_the_modules_it_imports():
+    gaps = missing_deps(ROOT / "dvc.yaml")
+    assert not gaps, "dvc.yaml lacks deps (stage: files):\n" + "\n".join(
+        f"  {s}: {', '.join(f)}" for s, f in gaps.items()
+    )
+
+
+def test_the_check_fails_when_a_dep_is_removed(tmp_path):
+    text = (ROOT / "dvc.yaml").read_text()
+    stages = yaml.safe_load(text)["stages"]
+    assert "src/ncip/scores" in stages["score-baselines"]["deps"]
+    cut = tmp_path / "dvc.yaml"
+    # drop the score package from score-baselines only (its deps list names it once)
+    block = text[text.index("  score-baselines:") :]
+    block_cut = block.replace("      - src/ncip/scores\n", "", 1)
+    cut.write_text(text.replace(block, block_cut))
+    gaps = missing_deps(cut)
+    assert list(gaps) == ["score-baselines"]
+    assert "src/ncip/scores/registry.py" in gaps["score-baselines"]
+    assert "src/ncip/scores/effimap.py" in gaps["score-baselines"]
+
+
+def test_the_closure_follows_lazy_and_transitive_imports(tmp_path):
+    files = module_closure(ROOT / "stages" / "report.py")
+    names = {str(p.relative_to(SRC)) for p in files}
+    # report.py imports ncip.report, which imports ncip.cost lazily inside a function, and
+    # ncip.evaluation -> ncip.metrics at module level
+    assert {"ncip/report.py", "ncip/cost.py", "ncip/metrics.py", "ncip/__init__.py"} <= names
+
+
+@pytest.mark.parametrize("stage", sorted(p.name for p in (ROOT / "stages").glob("*.py")))
+def test_stage_scripts_only_wire(stage):
+    """Stage scripts parse options, call the library, write outputs: at most 80 lines."""
+    n = len((ROOT / "stages" / stage).read_text().splitlines())
+    assert n <= 80, f"stages/{stage} has {n} lines; move its logic into src/ncip"
+
+
+def test_the_read_recorder_sees_safetensors_parquet_and_numpy_reads(tiny_run, tmp_path):
+    """What test_pipeline_dvc's check relies on: a stage run with NCIP_RECORD_READS lists the
+    files it read, including those opened outside Python's `open` (safetensors, Parquet)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    d = tiny_run["dir"]
+    log = tmp_path / "reads.jsonl"
+    sel = tmp_path / "sel.json"
+    env = {**os.environ, "NCIP_RECORD_READS": str(log)}
+    for args in (
+        [
+            "select_checkpoints.py",
+            "--checkpoints",
+            "models",
+            "--k",
+            "3",
+            "--out",
+            str(sel),
+            "--plot-out",
+            str(tmp_path / "s.csv"),
+        ],
+        [
+            "predict_probabilities.py",
+            "--checkpoints",
+            "models",
+            "--data",
+            "data",
+            "--out",
+            str(tmp_path / "pred"),
+        ],
+    ):
+        r = subprocess.run(
+            [sys.executable, str(ROOT / "stages" / args[0]), *args[1:]],
+            cwd=d,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert r.returncode == 0, r.stderr
+    reads = [set(json.loads(line)["reads"]) for line in log.read_text().splitlines()]
+    assert "models/epoch-006.safetensors" in reads[0]
+    assert {"data/test.npz", "data/info.json", "models/epoch-001.safetensors"} <= reads[1]
