@@ -189,3 +189,33 @@ def test_options_are_checked_against_what_a_method_registers():
         baseline_config({"methods": "nns", "nns": {"kk": 5}})
     with pytest.raises(ValueError, match="unknown method 'magic'"):
         baseline_config({"methods": "magic"})
+
+
+def test_run_baselines_books_a_methods_own_preparation_apart_from_scoring(tiny_run):
+    """scoring.run_baselines: a method's "prepare[<split>]" timing is preparation, taken out
+    of that split's scoring time; the table has one row per input and the true labels."""
+    import time
+
+    from ncip.scoring import run_baselines
+
+    @register_method("slowprep", display="SlowPrep")
+    def _slowprep(ctx: ScoringContext, split: str) -> np.ndarray:
+        with ctx.timed("slowprep", f"prepare[{split}]"):
+            time.sleep(0.2)
+        return deepgini(ctx.final_logits(split))
+
+    try:
+        s = tiny_run["splits"]
+        ctx = ScoringContext(
+            subject="digits-lenet5",
+            seed=0,
+            checkpoint_dir=tiny_run["dir"] / "models",
+            eval_splits={"test": s["test"]},
+        )
+        table, cost = run_baselines(ctx, ["deepgini", "slowprep"], 0, {"test": s["test"]})
+    finally:
+        registry._METHODS.pop("slowprep")
+    assert cost["slowprep"]["prepare[test]"] >= 0.2
+    assert cost["slowprep"]["score"]["test"] < 0.2
+    assert cost["seconds"] >= 0.2 and "final_model_inference" in cost
+    assert len(table) == 2 * len(s["test"]) and (table["label"] >= 0).all()
