@@ -4,10 +4,16 @@ from pathlib import Path
 
 import typer
 
-from ncip.data import load_info, load_split
+from ncip.data import load_prepared
 from ncip.external import import_external
 from ncip.io import write_csv
-from ncip.stage import StageError, check_outputs, default, stage_main
+from ncip.stage import (
+    check_outputs,
+    default,
+    is_rank_zero,
+    stage_main,
+    torchrun_if_asked,
+)
 from ncip.subjects import VARIANT_STRENGTH, external_specs, parse_subject
 from ncip.training import TrainConfig, train_with_checkpoints
 
@@ -35,14 +41,14 @@ def main(
     run: int = typer.Option(0, min=0, help="repetition; trains with seed*1000 + run"),
     device: str = typer.Option("auto", help="auto, cpu or cuda[:N]"),
     params: Path = typer.Option(Path("params.yaml"), help="read for `external` subjects"),
+    nproc: int = typer.Option(1, min=1, help="processes: > 1 trains with DDP under torchrun"),
 ) -> None:
+    torchrun_if_asked(nproc)
     external = external_specs(params)
     s = parse_subject(subject, external)
     if s.external:  # trained elsewhere: import its checkpoints instead of training
         check_outputs(history_out, dirs=[out])
-        info = load_info(data)
-        splits = {n: load_split(data / f"{n}.npz", info) for n in ("train", "val", "test")}
-        hist = import_external(external[subject], info, splits, out, subject, run, device)
+        hist = import_external(external[subject], *load_prepared(data), out, subject, run, device)
         write_csv(history_out, hist)
         return
     cfg = TrainConfig(
@@ -60,14 +66,12 @@ def main(
     )
     cfg.validate()
     check_outputs(history_out, dirs=[out, work])
-    info = load_info(data)
-    if info.name != s.dataset:
-        raise StageError(f"{data} holds {info.name}, but subject {subject} trains on {s.dataset}")
-    splits = {n: load_split(data / f"{n}.npz", info) for n in ("train", "val", "test")}
+    info, splits = load_prepared(data, s.dataset)
     hist = train_with_checkpoints(
         cfg, info, splits, out, work, subject=subject, run=run, device=device
     )
-    write_csv(history_out, hist)
+    if is_rank_zero():
+        write_csv(history_out, hist)
 
 
 if __name__ == "__main__":

@@ -321,3 +321,14 @@ def adversarial_sets(directory, source: str = "test", info=None) -> dict[str, Sp
     name = "adv.npz" if source == "test" else f"{source}-adv.npz"
     path = Path(directory) / name
     return {"adv": load_split(path, info)} if path.exists() else {}
+
+
+def load_prepared(data_dir: Path | str, dataset: str | None = None):
+    """(info, {"train", "val", "test"} splits) of a prepare-data folder; with ``dataset``, a
+    folder of another dataset is refused by name."""
+    info = load_info(data_dir)
+    if dataset is not None and info.name != dataset:
+        raise ValueError(f"{data_dir} holds {info.name}, but the subject trains on {dataset}")
+    return info, {
+        n: load_split(Path(data_dir) / f"{n}.npz", info) for n in ("train", "val", "test")
+    }

@@ -140,3 +140,29 @@ def default(config_class, name: str):
                 raise TypeError(f"{config_class.__name__}.{name} has no default")
             return f.default
     raise AttributeError(f"{config_class.__name__} has no field {name!r}")
+
+
+def torchrun_if_asked(nproc: int) -> None:
+    """With ``nproc`` > 1 and not already under torchrun, run this same command under
+    torchrun (one node, ``nproc`` processes: ``torch.distributed.run --standalone``) and exit
+    with its status. Under a torchrun the caller started itself (several nodes), do nothing."""
+    import subprocess
+
+    if nproc <= 1 or "LOCAL_RANK" in os.environ:
+        return
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={nproc}",
+        "--",  # our options are never read as torchrun's (argparse matches abbreviations)
+        sys.argv[0],
+        *sys.argv[1:],
+    ]
+    raise SystemExit(subprocess.call(cmd))
+
+
+def is_rank_zero() -> bool:
+    """True unless this is a non-zero rank of a torchrun launch (those write no outputs)."""
+    return int(os.environ.get("RANK", "0")) == 0

@@ -140,6 +140,27 @@ def accuracy(model: Classifier, split: Split, batch_size: int) -> float:
     return float((z.argmax(1) == split.y).mean())
 
 
+def _distributed(dev: torch.device) -> tuple[int, int, bool]:
+    """(rank, world size, whether this call started the process group) under torchrun
+    (WORLD_SIZE > 1); (0, 1, False) otherwise. Gloo on the CPU, NCCL on CUDA."""
+    import torch.distributed as dist
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1 or not dist.is_available():
+        return 0, 1, False
+    started = not dist.is_initialized()
+    if started:
+        dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
+    return dist.get_rank(), dist.get_world_size(), started
+
+
+def _barrier(world: int) -> None:
+    if world > 1:
+        import torch.distributed as dist
+
+        dist.barrier()
+
+
 def train_with_checkpoints(
     cfg: TrainConfig,
     info: DatasetInfo,
@@ -156,14 +177,36 @@ def train_with_checkpoints(
     ``splits`` must hold "train", "val" and "test"; val and test are only evaluated, never
     trained on. ``stop_after`` ends the call after that many epochs of this call (used by tests
     to simulate an interruption); the next call resumes.
+
+    Under torchrun (``WORLD_SIZE`` > 1) the model trains with DistributedDataParallel: every
+    process takes its share of each mini-batch of the same seeded order (the global batch stays
+    ``cfg.batch_size``), and only rank 0 evaluates, writes checkpoints (of the unwrapped model,
+    so no ``module.`` prefix), the resume state and the history, and hands the folder over; the
+    other ranks return an empty table.
     """
     cfg.validate()
     for name in ("train", "val", "test"):
         if name not in splits:
             raise ValueError(f"splits must include {name!r}")
+    dev = resolve_device(device)
+    if dev.type == "cuda" and "LOCAL_RANK" in os.environ and int(os.environ["WORLD_SIZE"]) > 1:
+        dev = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+        torch.cuda.set_device(dev)
+    rank, world, started = _distributed(dev)
+    try:
+        return _train(
+            cfg, info, splits, out_dir, work_dir, subject, run, dev, stop_after, rank, world
+        )
+    finally:
+        if started:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+
+
+def _train(cfg, info, splits, out_dir, work_dir, subject, run, dev, stop_after, rank, world):
     out_dir = Path(out_dir)
     work = Path(work_dir) if work_dir is not None else out_dir
-    dev = resolve_device(device)
     if dev.type == "cuda":
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.backends.cudnn.deterministic = True
@@ -176,11 +219,23 @@ def train_with_checkpoints(
     ).hexdigest()
     if _is_complete(work, fingerprint):
         log.info("%s finished training earlier; handing its checkpoints over", label)
-        return _finish(work, out_dir, pd.read_csv(work / HISTORY_FILE), fingerprint)
+        hist = pd.read_csv(work / HISTORY_FILE)
+        _barrier(world)  # every rank has seen the marker before rank 0 moves the folder
+        return _finish(work, out_dir, hist, fingerprint) if rank == 0 else pd.DataFrame()
     model = make_model(cfg, info).to(dev)
     opt, sched = _optimizer(cfg, model)
-    history, start = _resume(work, fingerprint, model, opt, sched, dev, label)
-    work.mkdir(parents=True, exist_ok=True)
+    history, start = [], 1
+    if rank == 0:  # rank 0 may discard a stale state; the others read what it kept
+        history, start = _resume(work, fingerprint, model, opt, sched, dev, label)
+        work.mkdir(parents=True, exist_ok=True)
+    _barrier(world)
+    if rank != 0:
+        history, start = _resume(work, fingerprint, model, opt, sched, dev, label, discard=False)
+    net = model
+    if world > 1:
+        from torch.nn.parallel import DistributedDataParallel
+
+        net = DistributedDataParallel(model, device_ids=[dev.index] if dev.type == "cuda" else None)
     x_train = torch.from_numpy(np.ascontiguousarray(splits["train"].x)).to(dev)
     y_train = torch.from_numpy(splits["train"].y).to(dev)
     meta_base = {
@@ -197,9 +252,14 @@ def train_with_checkpoints(
     bar = progress(epochs, f"train {label}", total=len(epochs), unit="epoch")
     for done_this_call, epoch in enumerate(bar, start=1):
         t0 = time.perf_counter()
-        loss, train_acc = _train_epoch(model, opt, x_train, y_train, cfg, epoch, label)
+        loss, train_acc = _train_epoch(net, opt, x_train, y_train, cfg, epoch, label, rank, world)
         lr = opt.param_groups[0]["lr"]
         sched.step()
+        if rank != 0:  # rank 0 evaluates and writes; the others wait for it
+            _barrier(world)
+            if stop_after is not None and done_this_call >= stop_after and epoch < cfg.epochs:
+                return pd.DataFrame()
+            continue
         row = {
             "epoch": epoch,
             "loss": loss,
@@ -220,14 +280,17 @@ def train_with_checkpoints(
             bar.set_postfix(
                 loss=f"{loss:.3f}", train=f"{train_acc:.3f}", test=f"{row['test_acc']:.3f}"
             )
+        _barrier(world)
         if stop_after is not None and done_this_call >= stop_after and epoch < cfg.epochs:
             log.info("stopping after epoch %d as asked; the next call resumes", epoch)
             return pd.DataFrame(history)
+    if rank != 0:
+        return pd.DataFrame()
     return _finish(work, out_dir, pd.DataFrame(history), fingerprint)
 
 
 def _resume(
-    work: Path, fingerprint: str, model, opt, sched, dev, label: str
+    work: Path, fingerprint: str, model, opt, sched, dev, label: str, discard: bool = True
 ) -> tuple[list[dict[str, Any]], int]:
     """Load the resume state of an interrupted run of the same configuration and data into
     model, optimizer and schedule; returns (history so far, first epoch to train)."""
@@ -245,8 +308,9 @@ def _resume(
         ) from None
     ckpt = work / checkpoint_name(state["epoch"])
     if state.get("fingerprint") != fingerprint or not ckpt.exists():
-        log.info("discarding resume state in %s: configuration or data changed", work)
-        shutil.rmtree(work)
+        if discard:
+            log.info("discarding resume state in %s: configuration or data changed", work)
+            shutil.rmtree(work)
         return [], 1
     load_weights(model, ckpt)
     opt.load_state_dict(state["optimizer"])
@@ -256,10 +320,20 @@ def _resume(
 
 
 def _train_epoch(
-    model, opt, x_train, y_train, cfg: TrainConfig, epoch: int, label: str
+    model,
+    opt,
+    x_train,
+    y_train,
+    cfg: TrainConfig,
+    epoch: int,
+    label: str,
+    rank: int = 0,
+    world: int = 1,
 ) -> tuple[float, float]:
     """One pass over the training data in the epoch's seeded order; (mean loss, running
-    accuracy). Stops with TrainingDiverged on a non-finite loss or weight."""
+    accuracy). Stops with TrainingDiverged on a non-finite loss or weight. Under DDP each rank
+    takes every ``world``-th input of each mini-batch; loss and accuracy are summed over ranks.
+    """
     n = len(y_train)
     gen = torch.Generator().manual_seed(_epoch_seed(cfg.seed, epoch))
     torch.manual_seed(_epoch_seed(cfg.seed, epoch) + 1)  # dropout, if the model has any
@@ -267,10 +341,10 @@ def _train_epoch(
     model.train()
     loss_sum, correct = 0.0, 0
     for i in range(0, n, cfg.batch_size):
-        idx = perm[i : i + cfg.batch_size]
+        idx = perm[i : i + cfg.batch_size][rank::world]
         xb, yb = as_model_input(x_train[idx]), y_train[idx]
         loss, out, target = _step_loss(model, xb, yb, cfg, gen)
-        if not torch.isfinite(loss):
+        if world == 1 and not torch.isfinite(loss):  # under DDP: the weight check below
             raise TrainingDiverged(
                 f"training {label} diverged at epoch {epoch}, batch {i // cfg.batch_size + 1}: "
                 f"the loss is {float(loss.detach())} (lr {opt.param_groups[0]['lr']:g}); "
@@ -281,9 +355,17 @@ def _train_epoch(
         opt.step()
         loss_sum += float(loss.detach()) * len(idx)
         correct += int((out.argmax(1) == target).sum())
+    if world > 1:
+        import torch.distributed as dist
+
+        totals = torch.tensor(
+            [loss_sum, float(correct)], dtype=torch.float64, device=x_train.device
+        )
+        dist.all_reduce(totals)
+        loss_sum, correct = float(totals[0]), int(totals[1])
     bad = [
         k
-        for k, t in model.state_dict().items()
+        for k, t in getattr(model, "module", model).state_dict().items()
         if t.is_floating_point() and not bool(torch.isfinite(t).all())
     ]
     if bad:
