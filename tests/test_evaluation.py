@@ -55,3 +55,9 @@ def test_duplicate_ids_in_one_ordering_are_an_error():
     t.loc[1, "sample_id"] = "a"
     with pytest.raises(ValueError, match="duplicate sample ids"):
         evaluate_table(t)
+
+
+def test_the_ablation_keeps_table_8s_row_order():
+    from ncip.evaluation import ablation
+
+    assert ablation() == ["tvd", "tvd+nc", "tvd+margin", "ncip"]

@@ -27,8 +27,13 @@ def display(method: str) -> str:
 
 
 def ablation() -> list[str]:
-    """NCIP and its ablation variants (Tables 7-8), in the paper's row order."""
-    return method_order(_methods().list_methods("ncip"))
+    """NCIP and its ablation variants (Tables 7-8), in Table 8's row order (NCIP last)."""
+    from ncip.paper import ablation_rows
+
+    s = _methods()
+    by_paper = {s.method_info(m).paper: m for m in s.list_methods("ncip")}
+    known = [by_paper[r] for r in ablation_rows() if r in by_paper]
+    return known + sorted(set(s.list_methods("ncip")) - set(known))
 
 
 def baselines() -> list[str]:

@@ -152,6 +152,11 @@ def _method_names() -> dict[str, str]:
     return {method_info(m).paper: m for m in list_methods(None) if method_info(m).paper}
 
 
+def ablation_rows() -> list[str]:
+    """Table 8's row names in the paper's order (TVD, TVD+NC, TVD+Margin, NCIP)."""
+    return [line.split()[0] for line in _T8.strip().splitlines()]
+
+
 def row_order() -> list[str]:
     """The paper's row names in its order: Table 3's methods, then Table 8's ablation rows."""
     names = [line.split()[0] for t in (_T3, _T8) for line in t.strip().splitlines()]
