@@ -31,14 +31,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 SIZES = {  # per CIFAR batch file (5 train batches + 1 test batch), epochs, study knobs
     "dry": {
-        "per_batch": 120,
-        "test": 200,
-        "epochs": 4,
-        "k": 3,
-        "batch": 64,
-        "val_size": 100,
-        "cw_steps": 5,
-        "dropout": 10,
+        "per_batch": 60,
+        "test": 100,
+        "epochs": 3,
+        "k": 2,
+        "batch": 50,
+        "val_size": 40,
+        "steps": 3,
+        "cw_steps": 3,
+        "dropout": 5,
         "retrain_epochs": 1,
     },
     "gpu": {
@@ -48,6 +49,7 @@ SIZES = {  # per CIFAR batch file (5 train batches + 1 test batch), epochs, stud
         "k": 5,
         "batch": 128,
         "val_size": 1000,
+        "steps": 10,
         "cw_steps": 50,
         "dropout": 50,
         "retrain_epochs": 2,
@@ -83,7 +85,9 @@ def study_params(size: dict) -> dict:
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params.update(subjects=["cifar10-resnet18"], runs=[0], k=size["k"], alpha=0.9)
     params["train"].update(epochs=size["epochs"], batch_size=size["batch"])
-    params["attack"].update(val_size=size["val_size"], cw_steps=size["cw_steps"])
+    params["attack"].update(
+        val_size=size["val_size"], steps=size["steps"], cw_steps=size["cw_steps"]
+    )
     params["baselines"].update(
         random={"repeats": 2},
         dropout={"samples": size["dropout"]},
@@ -97,7 +101,7 @@ def study_params(size: dict) -> dict:
             "trees": 10,
         },
     )
-    params["analysis"].update(weak_steps="2,3", tsne_points=100)
+    params["analysis"].update(weak_steps="2", tsne_points=100)
     params["retrain"].update(seeds=1, epochs=size["retrain_epochs"])
     return params
 

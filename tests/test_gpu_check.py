@@ -6,9 +6,8 @@ import subprocess
 import pytest
 from conftest import ROOT
 
-pytestmark = pytest.mark.slow
 
-
+@pytest.mark.slow
 def test_the_device_check_runs_every_stage_in_its_dry_mode(tmp_path):
     out = tmp_path / "check.txt"
     r = subprocess.run(
@@ -34,3 +33,19 @@ def test_the_device_check_runs_every_stage_in_its_dry_mode(tmp_path):
         "report",
     ):
         assert f"| {stage}" in table
+
+
+@pytest.mark.parametrize("size", ["dry", "gpu"])
+def test_both_sizes_make_valid_study_parameters(tmp_path, size):
+    import sys
+
+    import yaml
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import gpu_check
+
+    from ncip.subjects import check_params
+
+    p = tmp_path / "params.yaml"
+    p.write_text(yaml.safe_dump(gpu_check.study_params(gpu_check.SIZES[size])))
+    assert check_params(p) == (["cifar10-resnet18"], [0])
