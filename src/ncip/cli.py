@@ -59,6 +59,8 @@ def methods() -> None:
             needs = ", ".join(NEEDS[n] for n in i.needs) or "the final model's outputs"
             typer.echo(f"  {name:<11} {i.display:<11} paper: {i.paper or '-':<11} options: {opts}")
             typer.echo(f"  {'':<11} needs: {needs}")
+            if i.summary:
+                typer.echo(f"  {'':<11} {i.summary}")
 
 
 RANK_EXAMPLES = """Examples:
