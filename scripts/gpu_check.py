@@ -41,6 +41,7 @@ SIZES = {  # per CIFAR batch file (5 train batches + 1 test batch), epochs, stud
         "cw_steps": 3,
         "dropout": 5,
         "retrain_epochs": 1,
+        "train": {"channels_last": True},  # bf16 autocast is emulated (slow) on most CPUs
     },
     "gpu": {
         "per_batch": 2000,
@@ -53,6 +54,7 @@ SIZES = {  # per CIFAR batch file (5 train batches + 1 test batch), epochs, stud
         "cw_steps": 50,
         "dropout": 50,
         "retrain_epochs": 2,
+        "train": {"precision": "bf16", "channels_last": True},  # the GPU presets' options
     },
 }
 
@@ -84,7 +86,7 @@ def make_cifar10(raw: Path, per_batch: int, test: int, seed: int = 0) -> None:
 def study_params(size: dict) -> dict:
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params.update(subjects=["cifar10-resnet18"], runs=[0], k=size["k"], alpha=0.9)
-    params["train"].update(epochs=size["epochs"], batch_size=size["batch"])
+    params["train"].update(epochs=size["epochs"], batch_size=size["batch"], **size["train"])
     params["attack"].update(
         val_size=size["val_size"], steps=size["steps"], cw_steps=size["cw_steps"]
     )

@@ -7,13 +7,7 @@ import typer
 from ncip.data import load_prepared
 from ncip.external import import_external
 from ncip.io import write_csv
-from ncip.stage import (
-    check_outputs,
-    default,
-    is_rank_zero,
-    stage_main,
-    torchrun_if_asked,
-)
+from ncip.stage import check_outputs, default, flag, is_rank_zero, stage_main, torchrun_if_asked
 from ncip.subjects import VARIANT_STRENGTH, external_specs, parse_subject
 from ncip.training import TrainConfig, train_with_checkpoints
 
@@ -36,12 +30,15 @@ def main(
     weight_decay: float = typer.Option(default(TrainConfig, "weight_decay")),
     schedule: str = typer.Option(default(TrainConfig, "schedule"), help="none or cosine"),
     mixup_alpha: float = typer.Option(VARIANT_STRENGTH["mixup"], help="used by the -mixup variant"),
-    label_smoothing: float = typer.Option(VARIANT_STRENGTH["ls"], help="used by the -ls variant"),
+    label_smoothing: float = typer.Option(VARIANT_STRENGTH["ls"], help="for the -ls variant"),
     seed: int = typer.Option(0),
     run: int = typer.Option(0, min=0, help="repetition; trains with seed*1000 + run"),
     device: str = typer.Option("auto", help="auto, cpu or cuda[:N]"),
     params: Path = typer.Option(Path("params.yaml"), help="read for `external` subjects"),
     nproc: int = typer.Option(1, min=1, help="processes: > 1 trains with DDP under torchrun"),
+    precision: str = typer.Option(default(TrainConfig, "precision"), help="fp32, bf16 or fp16"),
+    channels_last: str = typer.Option(str(default(TrainConfig, "channels_last")).lower()),
+    deterministic: str = typer.Option(str(default(TrainConfig, "deterministic")).lower()),
 ) -> None:
     torchrun_if_asked(nproc)
     external = external_specs(params)
@@ -63,6 +60,9 @@ def main(
         mixup_alpha=mixup_alpha if s.variant == "mixup" else 0.0,
         label_smoothing=label_smoothing if s.variant == "ls" else 0.0,
         seed=seed * 1000 + run,
+        precision=precision,
+        channels_last=flag(channels_last),
+        deterministic=flag(deterministic),
     )
     cfg.validate()
     check_outputs(history_out, dirs=[out, work])

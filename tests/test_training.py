@@ -68,6 +68,7 @@ def test_changed_config_discards_stale_resume_state(tiny_run, tmp_path):
         ("optimizer", "rmsprop", "optimizer"),
         ("schedule", "step", "schedule"),
         ("label_smoothing", 1.0, "label_smoothing"),
+        ("precision", "fp8", "precision"),
     ],
 )
 def test_bad_training_config(field, value, match):
@@ -81,6 +82,46 @@ def test_mixup_and_label_smoothing_variants_train(tiny_run, tmp_path):
         cfg = TrainConfig(arch="lenet1", epochs=1, batch_size=128, **kw)
         hist = train_with_checkpoints(cfg, info, splits, tmp_path / str(kw), None)
         assert np.isfinite(hist["loss"]).all()
+
+
+@pytest.mark.parametrize(
+    "kw", [{"precision": "bf16"}, {"precision": "fp16"}, {"channels_last": True}]
+)
+def test_gpu_options_train_on_the_cpu_too_and_write_plain_checkpoints(tiny_run, tmp_path, kw):
+    """Mixed precision (fp16 through the gradient scaler) and channels-last: they learn, the
+    checkpoints are ordinary contiguous fp32 safetensors, and the option is recorded."""
+    info, splits = tiny_run["info"], tiny_run["splits"]
+    cfg = TrainConfig(arch="lenet5", epochs=3, batch_size=64, **kw)
+    hist = train_with_checkpoints(cfg, info, splits, tmp_path / "m", None)
+    assert np.isfinite(hist["loss"]).all() and hist["test_acc"].iloc[-1] > 0.5
+    weights = load_file(str(tmp_path / "m" / "epoch-003.safetensors"))
+    assert all(w.dtype == torch.float32 and w.is_contiguous() for w in weights.values())
+    meta = read_meta(tmp_path / "m" / "epoch-003.safetensors")
+    assert all(meta["config"][k] == v for k, v in kw.items())
+    assert load_model(tmp_path / "m" / "epoch-003.safetensors") is not None
+
+
+def test_channels_last_training_learns_the_same_model_as_contiguous(tiny_run, tmp_path):
+    """A layout is not a different model: channels-last training ends within float rounding
+    of the contiguous run on the CPU."""
+    info, splits = tiny_run["info"], tiny_run["splits"]
+    runs = {}
+    for cl in (False, True):
+        cfg = TrainConfig(arch="lenet5", epochs=2, batch_size=64, channels_last=cl)
+        train_with_checkpoints(cfg, info, splits, tmp_path / str(cl), None)
+        runs[cl] = load_file(str(tmp_path / str(cl) / "epoch-002.safetensors"))
+    assert all(torch.allclose(runs[False][k], runs[True][k], atol=1e-3) for k in runs[False])
+
+
+def test_a_training_set_too_big_for_the_gpu_share_stays_on_the_host(monkeypatch):
+    from ncip import training
+
+    x = torch.zeros(10, 1, 4, 4)
+    assert training._place_training_data(x, torch.device("cpu")) is x  # CPU: as it is
+    if not torch.cuda.is_available():
+        pytest.skip("the pinned-memory path needs a GPU (scripts/gpu_check.sh)")
+    monkeypatch.setattr(training, "DEVICE_DATA_SHARE", 0.0)
+    assert training._place_training_data(x, torch.device("cuda")).is_pinned()
 
 
 def _files(d):

@@ -63,6 +63,67 @@ def methods() -> None:
                 typer.echo(f"  {'':<11} {i.summary}")
 
 
+@app.command()
+@stage_main
+def preset(
+    name: str = typer.Argument(None, help="a preset; omit to list them"),
+    runs: int = typer.Option(5, min=1, help="training runs (paper: 5)"),
+) -> None:
+    """The paper's subjects at full scale: print the `dvc exp run -S ...` line of a preset."""
+    import shlex
+
+    from ncip.presets import PRESETS, set_args
+
+    if name is None:
+        for p in PRESETS.values():
+            acc = ", ".join(f"{a:.4f}" for a in p.paper_accuracy)
+            typer.echo(
+                f"{p.name:<13} {' '.join(p.subjects):<48} {p.epochs} epochs  paper acc {acc}"
+            )
+        typer.echo("ncip preset NAME prints the command (epochs: paper Table 1; recipe: ours)")
+        return
+    typer.echo(shlex.join(["dvc", "exp", "run", *set_args(name, runs)]))
+
+
+@app.command()
+@stage_main
+def launch(
+    stage: str = typer.Argument("train-with-checkpoints", help="a (matrix) stage of dvc.yaml"),
+    cluster: str = typer.Option(None, help="slurm or local (default: slurm where srun exists)"),
+    workdir: Path = typer.Option(Path(".ncip-launch"), help="worktrees and submitit logs"),
+    cache: Path = typer.Option(None, help="shared DVC cache (default: this repository's)"),
+    timeout_min: int = typer.Option(24 * 60, help="time limit per task"),
+    gpus_per_node: int = typer.Option(0, help="GPUs per task"),
+    cpus_per_task: int = typer.Option(4),
+    partition: str = typer.Option(None, help="SLURM partition"),
+    parallel: int = typer.Option(64, help="tasks running at once (slurm_array_parallelism)"),
+    keep: bool = typer.Option(False, help="keep the worktrees afterwards"),
+) -> None:
+    """Run each item of a matrix stage as a SLURM array task in its own worktree, sharing runs
+    through DVC's run-cache; then run `dvc repro --pull` here (README "Scaling out")."""
+    from ncip.launch import launch as run
+
+    extra = {"slurm_partition": partition} if partition else {}
+    results = run(
+        Path.cwd(),
+        stage,
+        workdir,
+        cluster=cluster,
+        cache=cache,
+        keep=keep,
+        timeout_min=timeout_min,
+        gpus_per_node=gpus_per_node,
+        cpus_per_task=cpus_per_task,
+        slurm_array_parallelism=parallel,
+        **extra,
+    )
+    for r in results:
+        how = "ran" if r.item in r.ran else "restored" if r.item in r.restored else "up to date"
+        pushed = "pushed" if r.pushed else "no remote"
+        typer.echo(f"{r.item:<48} {how:<10} {r.seconds:8.1f} s  {pushed}")
+    typer.echo("next, here: dvc repro --pull   (restores these runs instead of running them)")
+
+
 RANK_EXAMPLES = """Examples:
 
   ncip rank ckpt/ --model mynet:Net --inputs test.npz --out ranking.csv

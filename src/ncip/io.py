@@ -186,3 +186,17 @@ def safetensors_open(path: Path | str):
 
     sys.audit("open", str(path), "rb", 0)
     return safe_open(str(path), framework="pt")
+
+
+def mirror_files(src: Path | str, dst: Path | str, suffix: str) -> list[str]:
+    """Replace folder ``dst`` with byte copies of the ``*suffix`` files directly in ``src``
+    (dotfiles, such as DVC's .gitignore, are left out); returns the names copied. An absent
+    ``src`` gives an empty ``dst``."""
+    src = Path(src)
+    names = sorted(
+        p.name for p in src.glob(f"*{suffix}") if p.is_file() and not p.name.startswith(".")
+    )
+    with atomic_dir(dst) as tmp:
+        for name in names:
+            shutil.copyfile(src / name, tmp / name)
+    return names

@@ -166,3 +166,13 @@ def torchrun_if_asked(nproc: int) -> None:
 def is_rank_zero() -> bool:
     """True unless this is a non-zero rank of a torchrun launch (those write no outputs)."""
     return int(os.environ.get("RANK", "0")) == 0
+
+
+def flag(value: str) -> bool:
+    """A boolean stage option as DVC writes a params value into a command (true/false)."""
+    v = str(value).strip().lower()
+    if v in ("true", "1", "yes", "on"):
+        return True
+    if v in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, got {value!r}")

@@ -161,6 +161,9 @@ def check_params(params_path) -> tuple[list[str], list[int]]:
         "schedule",
         "label_smoothing",
         "mixup_alpha",
+        "precision",
+        "channels_last",
+        "deterministic",
     )
     checked(
         "train", lambda: TrainConfig(arch="lenet5", **{k: t[k] for k in keys if k in t}).validate()

@@ -20,10 +20,18 @@ same bytes every time; the seconds per epoch go to the history the function retu
 
 Training stops at the first non-finite loss (or weight) with :class:`TrainingDiverged`, before
 any checkpoint of that epoch is written.
+
+GPU options (all off by default, so a CPU run is bit-for-bit what it was): ``precision``
+bf16/fp16 trains under autocast (fp16 with a gradient scaler); ``channels_last`` puts conv
+models and image batches in channels-last layout; ``deterministic=False`` lets cuDNN pick its
+fastest (non-reproducible) kernels. The training set goes to the GPU once when it takes at most
+a quarter of the GPU's memory; a larger one stays in pinned host memory and each mini-batch is
+copied asynchronously.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -58,6 +66,8 @@ class TrainingDiverged(ValueError):
 
 OPTIMIZERS = ("adam", "sgd")
 SCHEDULES = ("none", "cosine")
+PRECISIONS = ("fp32", "bf16", "fp16")
+DEVICE_DATA_SHARE = 0.25  # the training set is uploaded to a GPU when it fits in this share
 
 
 @dataclass
@@ -74,6 +84,9 @@ class TrainConfig:
     mixup_alpha: float = 0.0  # calibration variant; 0 disables mixup
     seed: int = 0
     eval_batch_size: int = 1024
+    precision: str = "fp32"  # fp32 | bf16 | fp16 (autocast; fp16 with a gradient scaler)
+    channels_last: bool = False  # conv models and image batches in channels-last layout
+    deterministic: bool = True  # False: cuDNN benchmark mode (faster, not reproducible)
 
     def validate(self) -> None:
         if self.epochs <= 0:
@@ -90,6 +103,8 @@ class TrainConfig:
             raise ValueError(f"label_smoothing must lie in [0, 1), got {self.label_smoothing}")
         if self.mixup_alpha < 0:
             raise ValueError(f"mixup_alpha must be >= 0, got {self.mixup_alpha}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
 
 
 def _epoch_seed(seed: int, epoch: int) -> int:
@@ -207,11 +222,7 @@ def train_with_checkpoints(
 def _train(cfg, info, splits, out_dir, work_dir, subject, run, dev, stop_after, rank, world):
     out_dir = Path(out_dir)
     work = Path(work_dir) if work_dir is not None else out_dir
-    if dev.type == "cuda":
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        torch.backends.cudnn.deterministic = True
-        torch.backends.cudnn.benchmark = False
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    _set_determinism(cfg.deterministic, dev)
 
     label = f"{subject or cfg.arch}/run-{run}"
     fingerprint = hashlib.sha256(
@@ -223,6 +234,8 @@ def _train(cfg, info, splits, out_dir, work_dir, subject, run, dev, stop_after, 
         _barrier(world)  # every rank has seen the marker before rank 0 moves the folder
         return _finish(work, out_dir, hist, fingerprint) if rank == 0 else pd.DataFrame()
     model = make_model(cfg, info).to(dev)
+    if cfg.channels_last:
+        model = model.to(memory_format=torch.channels_last)
     opt, sched = _optimizer(cfg, model)
     history, start = [], 1
     if rank == 0:  # rank 0 may discard a stale state; the others read what it kept
@@ -236,8 +249,9 @@ def _train(cfg, info, splits, out_dir, work_dir, subject, run, dev, stop_after, 
         from torch.nn.parallel import DistributedDataParallel
 
         net = DistributedDataParallel(model, device_ids=[dev.index] if dev.type == "cuda" else None)
-    x_train = torch.from_numpy(np.ascontiguousarray(splits["train"].x)).to(dev)
+    x_train = _place_training_data(torch.from_numpy(np.ascontiguousarray(splits["train"].x)), dev)
     y_train = torch.from_numpy(splits["train"].y).to(dev)
+    scaler = torch.amp.GradScaler(dev.type, enabled=cfg.precision == "fp16")
     meta_base = {
         "subject": subject,
         "run": run,
@@ -252,7 +266,9 @@ def _train(cfg, info, splits, out_dir, work_dir, subject, run, dev, stop_after, 
     bar = progress(epochs, f"train {label}", total=len(epochs), unit="epoch")
     for done_this_call, epoch in enumerate(bar, start=1):
         t0 = time.perf_counter()
-        loss, train_acc = _train_epoch(net, opt, x_train, y_train, cfg, epoch, label, rank, world)
+        loss, train_acc = _train_epoch(
+            net, opt, x_train, y_train, cfg, epoch, label, rank, world, scaler
+        )
         lr = opt.param_groups[0]["lr"]
         sched.step()
         if rank != 0:  # rank 0 evaluates and writes; the others wait for it
@@ -329,6 +345,7 @@ def _train_epoch(
     label: str,
     rank: int = 0,
     world: int = 1,
+    scaler: torch.amp.GradScaler | None = None,
 ) -> tuple[float, float]:
     """One pass over the training data in the epoch's seeded order; (mean loss, running
     accuracy). Stops with TrainingDiverged on a non-finite loss or weight. Under DDP each rank
@@ -337,13 +354,18 @@ def _train_epoch(
     n = len(y_train)
     gen = torch.Generator().manual_seed(_epoch_seed(cfg.seed, epoch))
     torch.manual_seed(_epoch_seed(cfg.seed, epoch) + 1)  # dropout, if the model has any
-    perm = torch.randperm(n, generator=gen).to(x_train.device)
+    perm = torch.randperm(n, generator=gen)
+    dev = y_train.device
     model.train()
     loss_sum, correct = 0.0, 0
     for i in range(0, n, cfg.batch_size):
         idx = perm[i : i + cfg.batch_size][rank::world]
-        xb, yb = as_model_input(x_train[idx]), y_train[idx]
-        loss, out, target = _step_loss(model, xb, yb, cfg, gen)
+        xb = x_train[idx.to(x_train.device)].to(dev, non_blocking=True)
+        xb, yb = as_model_input(xb), y_train[idx.to(dev)]
+        if cfg.channels_last and xb.ndim == 4:
+            xb = xb.contiguous(memory_format=torch.channels_last)
+        with _autocast(dev, cfg.precision):
+            loss, out, target = _step_loss(model, xb, yb, cfg, gen)
         if world == 1 and not torch.isfinite(loss):  # under DDP: the weight check below
             raise TrainingDiverged(
                 f"training {label} diverged at epoch {epoch}, batch {i // cfg.batch_size + 1}: "
@@ -351,16 +373,19 @@ def _train_epoch(
                 "lower train.lr (or add a schedule); no checkpoint of this epoch was written"
             )
         opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        if scaler is not None and scaler.is_enabled():
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
         loss_sum += float(loss.detach()) * len(idx)
         correct += int((out.argmax(1) == target).sum())
     if world > 1:
         import torch.distributed as dist
 
-        totals = torch.tensor(
-            [loss_sum, float(correct)], dtype=torch.float64, device=x_train.device
-        )
+        totals = torch.tensor([loss_sum, float(correct)], dtype=torch.float64, device=dev)
         dist.all_reduce(totals)
         loss_sum, correct = float(totals[0]), int(totals[1])
     bad = [
@@ -374,6 +399,38 @@ def _train_epoch(
             "values; lower train.lr; no checkpoint of this epoch was written"
         )
     return loss_sum / n, correct / n
+
+
+def _set_determinism(deterministic: bool, dev: torch.device) -> None:
+    """Reproducible kernels (the default), or cuDNN's fastest ones."""
+    if dev.type == "cuda":
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.backends.cudnn.deterministic = deterministic
+        torch.backends.cudnn.benchmark = not deterministic
+    torch.use_deterministic_algorithms(deterministic, warn_only=True)
+
+
+def _autocast(dev: torch.device, precision: str):
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(dev.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
+
+
+def _place_training_data(x: torch.Tensor, dev: torch.device) -> torch.Tensor:
+    """The training inputs where mini-batches are cut from: on the GPU when they fit in
+    ``DEVICE_DATA_SHARE`` of its memory (one upload), else in pinned host memory (each batch is
+    then copied asynchronously); on the CPU, as they are."""
+    if dev.type != "cuda":
+        return x.to(dev)
+    total = torch.cuda.get_device_properties(dev).total_memory
+    nbytes = x.element_size() * x.nelement()
+    if nbytes <= DEVICE_DATA_SHARE * total:
+        return x.to(dev)
+    log.info(
+        "training set (%.1f GiB) kept in pinned host memory; batches copied asynchronously",
+        nbytes / 2**30,
+    )
+    return x.pin_memory()
 
 
 def _save_epoch(

@@ -1,0 +1,39 @@
+"""publish-records: the heavy stages' small records, copied to git-tracked files.
+
+train-with-checkpoints, generate-adversarial and retrain-guidance write their history, attack
+results and fine-tuning gains under ``records/`` as DVC-cached outputs only, so DVC's run-cache
+can restore those stages on another machine (a stage with any ``cache: false`` output is never
+run-cached). This cheap stage copies the records to where git, `dvc plots` and `dvc metrics`
+read them.
+"""
+
+from pathlib import Path
+
+import typer
+
+from ncip.io import mirror_files
+from ncip.logs import log
+from ncip.stage import stage_main
+
+app = typer.Typer(add_completion=False)
+
+
+@app.command()
+@stage_main
+def main(
+    records: Path = typer.Option(Path("records"), help="records/<kind>/ of the heavy stages"),
+    to: list[str] = typer.Option(
+        ..., help="KIND=FOLDER[:SUFFIX], e.g. training=plots/training:.csv"
+    ),
+) -> None:
+    for spec in to:
+        kind, _, target = spec.partition("=")
+        folder, _, suffix = target.partition(":")
+        if not kind or not folder or not suffix:
+            raise ValueError(f"--to {spec!r}: expected KIND=FOLDER:SUFFIX")
+        names = mirror_files(records / kind, folder, suffix)
+        log.info("published %d %s record(s) to %s", len(names), kind, folder)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,52 @@
+"""The paper-scale presets: DVC's own override parser applies each `ncip preset` line to the
+study's params.yaml, and the result passes check-params with the paper's epochs."""
+
+import shlex
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+from conftest import ROOT
+
+from ncip.presets import PAPER_RUNS, PRESETS, set_args
+from ncip.subjects import check_params
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_each_preset_line_applies_through_dvc_and_passes_check_params(name, tmp_path):
+    from dvc.utils.hydra import apply_overrides
+
+    params = tmp_path / "params.yaml"
+    shutil.copy(ROOT / "params.yaml", params)
+    line = subprocess.run(
+        [sys.executable, "-m", "ncip", "preset", name],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    args = shlex.split(line)
+    assert args[:3] == ["dvc", "exp", "run"] and args[3:] == set_args(name)
+    apply_overrides(params, args[4::2])  # the values after each -S, as `dvc exp run` does
+    subjects, runs = check_params(params)
+    p = PRESETS[name]
+    assert subjects == list(p.subjects) and runs == list(range(PAPER_RUNS))
+    cfg = yaml.safe_load(params.read_text())
+    assert cfg["train"]["epochs"] == p.epochs
+    assert cfg["train"]["precision"] == ("bf16" if p.gpu else "fp32")
+    assert cfg["k"] == 30 and cfg["alpha"] == 0.9  # the paper's NCIP settings are untouched
+
+
+def test_the_readme_table_has_every_preset_with_its_subjects_and_epochs():
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Scaling out") :]
+    for p in PRESETS.values():
+        assert f"| `{p.name}` | {', '.join(p.subjects)} | {p.epochs} |" in section
+
+
+def test_an_unknown_preset_is_one_line_and_exit_2():
+    r = subprocess.run(
+        [sys.executable, "-m", "ncip", "preset", "cifar11"], capture_output=True, text=True
+    )
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "cifar10" in r.stderr
