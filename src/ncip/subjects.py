@@ -114,6 +114,8 @@ def check_params(params_path) -> tuple[list[str], list[int]]:
     """Validate a study's params.yaml with the stages' own checks, before DVC runs anything
     (DVC's own parser reports a non-list ``subjects`` as "'Value' object is not iterable").
     Returns (subjects, runs); raises ValueError naming the key and the fix."""
+    import dataclasses
+
     from ncip.attacks import AttackConfig, check_attack_names, parse_number
     from ncip.collapse import candidate_pool
     from ncip.retrain import RetrainConfig
@@ -151,20 +153,7 @@ def check_params(params_path) -> tuple[list[str], list[int]]:
         raise ValueError(f"{params_path}: k must be a positive integer, got {k!r}")
     checked("alpha", lambda: candidate_pool(1, float(cfg.get("alpha", 0.9))))
     t = group("train")
-    keys = (
-        "epochs",
-        "batch_size",
-        "optimizer",
-        "lr",
-        "momentum",
-        "weight_decay",
-        "schedule",
-        "label_smoothing",
-        "mixup_alpha",
-        "precision",
-        "channels_last",
-        "deterministic",
-    )
+    keys = [f.name for f in dataclasses.fields(TrainConfig) if f.name not in ("arch", "seed")]
     checked(
         "train", lambda: TrainConfig(arch="lenet5", **{k: t[k] for k in keys if k in t}).validate()
     )
@@ -191,6 +180,12 @@ def check_params(params_path) -> tuple[list[str], list[int]]:
     ints("evaluate.budgets", group("evaluate").get("budgets", "100"))
     ints("analysis.weak_steps", group("analysis").get("weak_steps", "10"))
     r = group("retrain")
-    rkeys = ("budget", "pool_fraction", "epochs", "lr", "batch_size", "seeds")
+    rkeys = [f.name for f in dataclasses.fields(RetrainConfig)]
     checked("retrain", lambda: RetrainConfig(**{k: r[k] for k in rkeys if k in r}).validate())
+    retrain_runs = r.get("runs", runs)
+    if not isinstance(retrain_runs, list) or not retrain_runs:
+        raise ValueError(f"{params_path}: retrain.runs must be a non-empty list of runs")
+    extra = [x for x in retrain_runs if x not in runs]
+    if extra:
+        raise ValueError(f"{params_path}: retrain.runs {extra} are not among runs {runs}")
     return subjects, runs
