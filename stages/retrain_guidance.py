@@ -1,4 +1,5 @@
-"""retrain-guidance: fine-tune on each method's top 20% of a held-out pool (RQ3, paper Fig. 6)."""
+"""retrain-guidance: fine-tune on the training set plus each method's top 20% of a held-out pool,
+beside two controls (nothing added, random selection); RQ3, paper Fig. 6."""
 
 import time
 from pathlib import Path
@@ -12,9 +13,11 @@ from ncip.predict import resolve_device
 from ncip.retrain import (
     RetrainConfig,
     method_scores,
+    resolution,
     retrain_gains,
     stored_predictions,
     summarize,
+    training_config,
 )
 from ncip.stage import check_outputs, default, stage_main
 
@@ -53,12 +56,15 @@ def main(
     info = load_info(data)
     test = load_split(data / "test.npz", info)
     by_method = method_scores(scores, test)
-    model = load_model(list_checkpoints(checkpoints)[-1].path, resolve_device(device))
+    final = list_checkpoints(checkpoints)[-1].path
+    model = load_model(final, resolve_device(device))
     pred = stored_predictions(predictions, test) if predictions is not None else None
-    rows = retrain_gains(
-        model, load_split(data / "train.npz", info), test, by_method, cfg, seed, pred
-    )
-    record = {"config": cfg.__dict__, "seconds": time.perf_counter() - t0}
+    training = training_config(final)
+    train = load_split(data / "train.npz", info)
+    rows = retrain_gains(model, train, test, by_method, cfg, seed, pred, training)
+    record = {"config": cfg.__dict__, "optimizer": training.get("optimizer", "adam")}
+    record.update(resolution(rows), training_inputs=len(train))
+    record["seconds"] = time.perf_counter() - t0
     write_json(out, {**record, "methods": summarize(rows)})
 
 

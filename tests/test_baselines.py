@@ -17,7 +17,7 @@ from ncip.scores.effimap import (
     search_mutants,
 )
 from ncip.scores.nns import nns
-from ncip.scores.sets import minmax_scale, sets_order_scores, sets_select
+from ncip.scores.sets import minmax_scale, sets_budget, sets_order_scores, sets_select
 from ncip.scores.surprise import ClassKDE, dsa, lsa
 from ncip.scores.tdpr import rank_scores, train_ranker, trajectory_features
 
@@ -122,6 +122,19 @@ def test_sets_matches_a_brute_force_log_det():
     u = rng.random(40)  # distinct, so the pool order needs no tie-break
     for b in (3, 5, 10):
         assert sets_select(F, u, b).tolist() == _naive_sets(F, u, b)
+
+
+def test_the_sets_budget_is_a_share_of_the_split_unless_an_absolute_one_is_set():
+    from ncip.scores.registry import resolve_options
+
+    assert sets_budget(10_000, 0.05) == 500  # SETS(500) on the paper's 10,000 inputs
+    assert sets_budget(1_000, 0.05) == 50  # not 500 of 1,000 (pool = the whole set)
+    assert sets_budget(10, 0.01) == 1 and sets_budget(1_000, 0.05, 500) == 500
+    assert sets_budget(100, 0.05, 500) == 100
+    with pytest.raises(ValueError, match="budget_share"):
+        sets_budget(100, 0.0)
+    opts = resolve_options({"sets": {"budget": 500}}, ["sets"])["sets"]
+    assert opts == {"budget_share": 0.05, "budget": 500, "a": 3.0}  # one parameter away
 
 
 def test_sets_on_a_pool_smaller_than_the_budget_takes_the_pool_by_uncertainty():

@@ -57,6 +57,7 @@ def test_repro_runs_every_stage_and_writes_metrics(repo):
         "evaluate-rauc",
         "analyze-checkpoints",
         "retrain-guidance",
+        "publish-records",
         "report",
     ):
         assert f"Running stage '{st}" in out
@@ -83,6 +84,17 @@ def test_repro_runs_every_stage_and_writes_metrics(repo):
     report = (d / "metrics" / "report.md").read_text()
     for table in ("Table 3", "Table 4", "Table 5", "Table 6", "Table 7", "Table 8", "Table 9"):
         assert table in report
+    for part in ("Control: nothing added", "Control: random", "## Tied scores", "attainable"):
+        assert part in report
+    per_order = (d / "metrics" / "per_ordering.csv").read_text().splitlines()[0]
+    assert per_order.endswith("tied_share,largest_tie")
+    # the heavy stages' records reach git-tracked files through publish-records, unchanged
+    for rec, pub in (
+        ("records/training/digits-lenet5-run-0.csv", "plots/training/digits-lenet5-run-0.csv"),
+        ("records/attacks/digits-lenet5-run-0.json", "metrics/attacks/digits-lenet5-run-0.json"),
+        ("records/retrain/digits-lenet5-run-0.json", "metrics/retrain/digits-lenet5-run-0.json"),
+    ):
+        assert (d / rec).read_bytes() == (d / pub).read_bytes()
     assert (d / "plots" / "analysis" / "digits-lenet5-run-0" / "tsne.png").exists()
     assert len(list((d / "models" / "digits-lenet5" / "run-0").glob("*.safetensors"))) == 6
 

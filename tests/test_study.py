@@ -10,7 +10,14 @@ from ncip.curves import tvd_curve, weak_collapse_curve
 from ncip.data import Split
 from ncip.predict import softmax64
 from ncip.report import cost_table, retrain_by_subject, side_by_side
-from ncip.retrain import RetrainConfig, retrain_gains, split_pool
+from ncip.retrain import (
+    RetrainConfig,
+    resolution,
+    retrain_gains,
+    split_pool,
+    summarize,
+    training_config,
+)
 from ncip.statistics import holm, rank_biserial, wilcoxon_table
 
 
@@ -56,22 +63,41 @@ def test_weak_collapse_and_tvd_curves():
     assert (t["correct_mean"] >= 0).all()
 
 
-def test_retraining_uses_a_disjoint_pool_and_one_budget_for_all(tiny_run):
+def test_retraining_uses_a_disjoint_pool_one_recipe_and_two_controls(tiny_run):
     from ncip.checkpoints import list_checkpoints, load_model
 
     s = tiny_run["splits"]
     cfg = RetrainConfig(epochs=1, seeds=2)
     pool, evaluation = split_pool(s["test"], cfg)
     assert not set(pool) & set(evaluation) and len(pool) + len(evaluation) == len(s["test"])
-    model = load_model(list_checkpoints(tiny_run["dir"] / "models")[-1].path)
+    final = list_checkpoints(tiny_run["dir"] / "models")[-1].path
+    model = load_model(final)
     rng = np.random.default_rng(0)
     scores = {"a": rng.random(len(s["test"])), "b": rng.random(len(s["test"]))}
-    rows = retrain_gains(model, s["train"], s["test"], scores, cfg)
-    assert len(rows) == 4 and rows["selected"].nunique() == 1
+    training = training_config(final)
+    assert training["optimizer"] == "adam"  # the training run's, recorded in its checkpoints
+    rows = retrain_gains(model, s["train"], s["test"], scores, cfg, training=training)
+    assert sorted(rows["method"].unique()) == ["a", "b", "control:none", "control:random"]
+    assert len(rows) == 8 and rows["selected"].nunique() == 1
     assert rows["selected"].iloc[0] == round(0.2 * len(pool))
     assert np.allclose(rows["gain"], rows["after"] - rows["before"])
-    again = retrain_gains(model, s["train"], s["test"], scores, cfg)
+    assert rows["before"].nunique() == 1 and (rows["evaluation_inputs"] == len(evaluation)).all()
+    none = rows[rows["method"] == "control:none"]
+    assert none["faults_selected"].isna().all()  # nothing from the pool
+    again = retrain_gains(model, s["train"], s["test"], scores, cfg, training=training)
     assert np.allclose(rows["after"], again["after"])  # seeded
+    summary = summarize(rows)
+    assert summary["control:none"]["vs_none"] == 0.0
+    a = summary["a"]
+    assert a["gain"] == pytest.approx(np.mean(a["gains"])) and len(a["gains"]) == 2
+    half = scipy.stats.t.ppf(0.975, 1) * np.std(a["gains"], ddof=1) / np.sqrt(2)
+    assert a["gain_ci95"] == pytest.approx(half)
+    res = resolution(rows)
+    assert res["evaluation_inputs"] == len(evaluation)
+    assert (
+        res["averaged"] == (100 / len(evaluation) <= 0.05)
+        and (res["reason"] == "") == (res["averaged"])
+    )
     with pytest.raises(ValueError, match="budget"):
         RetrainConfig(budget=0).validate()
 

@@ -1,7 +1,11 @@
 """Evaluation of score tables: metrics per ordering, averaged over repeats and runs, as tables.
 
 Every (subject, run, split, method, repeat) group of a score table is one ordering of one test
-set. All methods on the same test set share the same seeded tie-break permutation.
+set. Ties are broken by one seeded random permutation of the test set, the same for every method
+on that set (:func:`ncip.metrics.order_from_scores`), so a block of tied scores is ranked at
+random: ``tied_share`` (the share of inputs whose score another input shares) and
+``largest_tie`` (the largest such block's share) in per_ordering.csv say how much of an order
+that decides.
 """
 
 from __future__ import annotations
@@ -74,9 +78,22 @@ def evaluate_table(
                 "n": len(g),
                 "faults": int((g["label"] != g["pred"]).sum()),
                 **m,
+                **tie_shares(g["score"].to_numpy()),
             }
         )
     return pd.DataFrame(rows)
+
+
+def tie_shares(scores: np.ndarray) -> dict[str, float]:
+    """``tied_share``: the share of inputs whose score equals another input's; ``largest_tie``:
+    the share of the largest block of equal scores (a block of one counts as no tie)."""
+    _, counts = np.unique(np.asarray(scores, dtype=np.float64), return_counts=True)
+    n = max(1, int(counts.sum()))
+    tied = counts[counts > 1]
+    return {
+        "tied_share": float(tied.sum() / n),
+        "largest_tie": float(tied.max() / n) if tied.size else 0.0,
+    }
 
 
 def aggregate(per_order: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -13,8 +13,10 @@ dimension (baselines.md §2.10, pitfall 2). The log-det is updated incrementally
 factor, which gives the same values as recomputing it.
 
 SETS selects a subset, not an order. The full order (RAUC-ALL, APFD) is SETS(b) in selection
-order followed by the rest by descending uncertainty (decision D5), with b = ``budget`` (500 by
-default, the paper's RAUC-500 budget).
+order followed by the rest by descending uncertainty (decision D5). The budget b is a share of
+the split's size, ``budget_share`` (default 5%: SETS(500) on 10,000 inputs, the paper's RAUC-500
+budget on its 10,000-input test sets), so that on a small test set the pool is not the whole set
+with two-input chunks; ``budget`` sets an absolute b instead (``-S '++baselines.sets.budget=500'``).
 """
 
 from __future__ import annotations
@@ -107,10 +109,29 @@ def max_p_uncertainty(logits: np.ndarray) -> np.ndarray:
     return _rest_mass(log_softmax64(logits))[1]
 
 
-@register_method("sets", display="SETS", paper="SETS", options={"budget": 500, "a": 3.0})
+def sets_budget(n: int, budget_share: float, budget: int | None = None) -> int:
+    """SETS's b for a split of ``n`` inputs: ``budget`` if given, else round(share * n), at
+    least 1 and at most n."""
+    if budget is None:
+        if not 0 < budget_share <= 1:
+            raise ValueError(f"SETS budget_share must lie in (0, 1], got {budget_share}")
+        budget = int(round(budget_share * n))
+    elif int(budget) < 1:
+        raise ValueError(f"SETS budget must be at least 1, got {budget}")
+    return int(min(n, max(1, int(budget))))
+
+
+@register_method(
+    "sets",
+    display="SETS",
+    paper="SETS",
+    options={"budget_share": 0.05, "budget": None, "a": 3.0},
+)
 def _sets(ctx: ScoringContext, split: str) -> np.ndarray:
-    budget = int(ctx.option("sets", "budget"))
+    """SETS(b) in selection order, then descending uncertainty; b = budget_share * N (5%:
+    SETS(500) on 10,000 inputs) unless the absolute `budget` is set."""
     a = float(ctx.option("sets", "a"))
     feats = minmax_scale(ctx.final_features(split))
     u = max_p_uncertainty(ctx.final_logits(split))
-    return sets_order_scores(feats, u, min(budget, len(u)), a, ctx.seed)
+    b = sets_budget(len(u), float(ctx.option("sets", "budget_share")), ctx.option("sets", "budget"))
+    return sets_order_scores(feats, u, b, a, ctx.seed)
