@@ -61,7 +61,10 @@ def _run(args: list[str], cwd: Path) -> str:
 
 def stage_items(repo: Path, stage: str) -> list[str]:
     """The items of matrix stage ``stage`` (``stage@...``), or the stage itself."""
-    names = _run(["dvc", "stage", "list", "--name-only"], repo).split()
+    try:
+        names = _run(["dvc", "stage", "list", "--name-only"], repo).split()
+    except RuntimeError as e:
+        raise LaunchError(f"DVC cannot list the stages of {repo} ({e})") from None
     items = [n for n in names if n == stage or n.startswith(f"{stage}@")]
     if not items:
         raise LaunchError(f"dvc.yaml has no stage {stage!r}; `dvc stage list` shows the names")
@@ -137,7 +140,12 @@ def launch(
     import submitit
 
     repo, workdir = Path(repo).resolve(), Path(workdir).resolve()
-    _check_committed(repo)
+    if not (repo / "dvc.yaml").is_file():
+        raise LaunchError(f"{repo} has no dvc.yaml; run `ncip launch` in the project's root")
+    try:
+        _check_committed(repo)
+    except RuntimeError as e:
+        raise LaunchError(f"{repo} is not a git repository with a commit ({e})") from None
     items = stage_items(repo, stage)
     cache = Path(cache).resolve() if cache else Path(_cache_dir(repo))
     workdir.mkdir(parents=True, exist_ok=True)
