@@ -219,14 +219,14 @@ def retrain_markdown(gains: dict[str, dict]) -> str:
     ]
     ok = [k for k in keys if gains[k].get("averaged", True)]
 
-    def cell(r: dict | None) -> str:
+    def cell(r: dict | None, arm: str) -> str:
         if r is None or r.get("gain") is None:
             return "–"
         ci = r.get("gain_ci95")
         pm = f" ± {100 * ci:.2f}" if ci is not None and np.isfinite(ci) else ""
         vs = r.get("vs_none")
-        tail = f" ({100 * vs:+.2f})" if vs is not None and np.isfinite(vs) and vs != 0 else ""
-        return f"{100 * r['gain']:+.2f}{pm}{tail}"
+        show = arm != "control:none" and vs is not None and np.isfinite(vs)
+        return f"{100 * r['gain']:+.2f}{pm}" + (f" ({100 * vs:+.2f})" if show else "")
 
     for arm in _arms(gains):
         rows = [gains[k]["methods"].get(arm) for k in keys]
@@ -234,7 +234,7 @@ def retrain_markdown(gains: dict[str, dict]) -> str:
         vs = [100 * gains[k]["methods"][arm]["vs_none"] for k in ok if arm in gains[k]["methods"]]
         lines.append(
             f"| {arm_name(arm)} | "
-            + " | ".join(cell(r) for r in rows)
+            + " | ".join(cell(r, arm) for r in rows)
             + f" | {_fmt(np.mean(avg) if avg else np.nan, 2)} | "
             + f"{_fmt(np.mean(vs) if vs else np.nan, 2)} |"
         )
