@@ -121,8 +121,14 @@ def test_a_sweep_across_machines_meets_in_the_git_and_dvc_remotes(origin):
     assert "k" in diff and "3" in diff
 
 
-def test_the_slurm_launcher_runs_each_item_in_a_worktree_and_the_head_restores_them(origin):
+def test_the_slurm_launcher_runs_each_item_in_a_worktree_and_the_head_restores_them(
+    origin, monkeypatch
+):
     from ncip.launch import launch
+
+    # the tasks inherit this environment: one thread, as machine-a trained, so the bytes match
+    # (a different thread count changes the CPU kernels' summation order)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
 
     remote = origin / "launch-remote"
     head = clone(origin, "launch-head")

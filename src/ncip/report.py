@@ -387,6 +387,8 @@ def retrain_table(r: ReportInputs) -> pd.DataFrame:
         for m in _arms(r.retrain)
         if any(m in g for g in by_subject.values())
     ]
+    if not rows:  # no subject's evaluation split is fine enough to average
+        return pd.DataFrame(columns=["method", "average"])
     df = pd.DataFrame(rows)
     df["average"] = df.drop(columns="method").mean(axis=1)
     return df
@@ -622,9 +624,10 @@ def render_report(r: ReportInputs) -> str:
             retrain_recipe(retrain),
             "",
             retrain_markdown(retrain),
-            "![retraining](../plots/report/retrain.png)",
-            "",
         ]
+        if any(g.get("averaged", True) for g in retrain.values()):
+            L += ["![retraining](../plots/report/retrain.png)"]
+        L += [""]
     if not weak.empty:
         w = weak.groupby(["checkpoints", "subject"])["rauc_all"].mean().unstack("subject")
         L += [
