@@ -13,7 +13,7 @@ NAME`` prints), so it never rewrites params.yaml and every preset run is a DVC e
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 PAPER_RUNS = 5  # "we repeat each experiment five times"
@@ -38,8 +38,6 @@ class Preset:
     recipe: dict[str, Any]  # not in the paper (see the module docstring)
     paper_accuracy: tuple[float, ...]  # Table 1, per subject
     gpu: bool = True
-    notes: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def overrides(self, runs: int = PAPER_RUNS) -> dict[str, Any]:
         """Dotted params keys and values, in the order they are printed."""
@@ -49,7 +47,6 @@ class Preset:
             "train.epochs": self.epochs,
             **self.recipe,
             **(_GPU if self.gpu else {}),
-            **self.extra,
         }
 
 
@@ -94,18 +91,4 @@ def set_args(name: str, runs: int = PAPER_RUNS) -> list[str]:
     out = []
     for k, v in get_preset(name).overrides(runs).items():
         out += ["-S", f"{k}={_value(v)}"]
-    return out
-
-
-def apply_overrides(params: dict, overrides: dict[str, Any]) -> dict:
-    """A copy of a params mapping with dotted keys set (what DVC does with ``-S``)."""
-    import copy
-
-    out = copy.deepcopy(params)
-    for key, value in overrides.items():
-        node = out
-        *parents, last = key.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[last] = value
     return out

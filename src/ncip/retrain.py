@@ -142,14 +142,13 @@ def retrain_gains(
     for r in range(cfg.seeds):
         run_seed = seed * 1000 + r
         rng = np.random.default_rng(run_seed)
-        arms = {
-            "control:none": train.subset(rng.choice(len(train), n, replace=len(train) < n)),
-            "control:random": test.subset(rng.choice(pool, n, replace=False)),
-            **{m: test.subset(top) for m, top in chosen.items()},
-        }
+        none = train.subset(rng.choice(len(train), n, replace=len(train) < n))
+        picks = {"control:random": rng.choice(pool, n, replace=False), **chosen}  # test indices
+        arms = {"control:none": none, **{m: test.subset(idx) for m, idx in picks.items()}}
         for arm, extra in arms.items():
             after = accuracy(fine_tune(model, _union(train, extra), cfg, run_seed, training), ev)
-            faults = None if arm == "control:none" else _faults(test, test_pred, extra)
+            idx = picks.get(arm)
+            faults = None if idx is None else int((test_pred[idx] != test.y[idx]).sum())
             rows.append(
                 {
                     "method": arm,
@@ -163,12 +162,6 @@ def retrain_gains(
                 }
             )
     return pd.DataFrame(rows)
-
-
-def _faults(test: Split, test_pred: np.ndarray, chosen: Split) -> int:
-    pos = {v: i for i, v in enumerate(test.ids.astype(str))}
-    idx = [pos[v] for v in chosen.ids.astype(str)]
-    return int((test_pred[idx] != test.y[idx]).sum())
 
 
 def method_scores(scores: Path, test) -> dict[str, np.ndarray]:
