@@ -208,6 +208,17 @@ def _arms(gains: dict[str, dict]) -> list[str]:
     return [c for c in CONTROL_NAMES if any(c in g["methods"] for g in gains.values())] + methods
 
 
+def arm_average(gains: dict[str, dict], arm: str, key: str = "gain") -> float:
+    """An arm's ``key`` (gain or vs_none) in points, averaged over the subject-runs whose
+    evaluation split is fine enough to average; NaN when there are none."""
+    v = [
+        100 * g["methods"][arm][key]
+        for g in gains.values()
+        if g.get("averaged", True) and arm in g["methods"]
+    ]
+    return float(np.mean(v)) if v else float("nan")
+
+
 def retrain_markdown(gains: dict[str, dict]) -> str:
     """Per arm and subject/run: gain in points, mean over seeds ± the 95% interval half-width,
     and the paired difference to control:none; the average over the subjects fine enough to
@@ -217,7 +228,6 @@ def retrain_markdown(gains: dict[str, dict]) -> str:
         "| Arm | " + " | ".join(keys) + " | Avg gain | Avg − none |",
         "|---|" + "---:|" * (len(keys) + 2),
     ]
-    ok = [k for k in keys if gains[k].get("averaged", True)]
 
     def cell(r: dict | None, arm: str) -> str:
         if r is None or r.get("gain") is None:
@@ -230,13 +240,11 @@ def retrain_markdown(gains: dict[str, dict]) -> str:
 
     for arm in _arms(gains):
         rows = [gains[k]["methods"].get(arm) for k in keys]
-        avg = [100 * gains[k]["methods"][arm]["gain"] for k in ok if arm in gains[k]["methods"]]
-        vs = [100 * gains[k]["methods"][arm]["vs_none"] for k in ok if arm in gains[k]["methods"]]
         lines.append(
             f"| {arm_name(arm)} | "
             + " | ".join(cell(r, arm) for r in rows)
-            + f" | {_fmt(np.mean(avg) if avg else np.nan, 2)} | "
-            + f"{_fmt(np.mean(vs) if vs else np.nan, 2)} |"
+            + f" | {_fmt(arm_average(gains, arm), 2)} | "
+            + f"{_fmt(arm_average(gains, arm, 'vs_none'), 2)} |"
         )
     left = [f"{k} ({gains[k]['reason']})" for k in keys if not gains[k].get("averaged", True)]
     if left:
@@ -430,8 +438,7 @@ def retrain_paragraph(retrain: dict[str, dict]) -> str:
         )
 
     def avg(arm: str, key: str = "gain") -> float:
-        v = [100 * retrain[k]["methods"][arm][key] for k in ok if arm in retrain[k]["methods"]]
-        return float(np.mean(v)) if v else float("nan")
+        return arm_average(retrain, arm, key)
 
     arms = [a for a in _arms(retrain) if a not in CONTROL_NAMES]
     best = max(arms, key=lambda a: avg(a)) if arms else None
