@@ -6,7 +6,7 @@ weights, each checkpoint a small drift of the last), K in {1, 10, 30}:
 - "K x one": K times the median time of one checkpoint's sequential pass (contiguous tensors,
   batch 1024: what ncip did before the engine);
 - "sequential": the K passes themselves;
-- "engine": ncip.engine with its `auto` path (and, with --bf16, the same in bfloat16);
+- "engine": ncip.core.engine with its `auto` path (and, with --bf16, the same in bfloat16);
 - ratio = time / (K x one); max |dp| = the largest difference of a probability to sequential.
 
     .venv/bin/python benchmarks/bench_predict.py [--n-lenet 10000] [--n-resnet 500] [--bf16]
@@ -27,11 +27,10 @@ import torch
 import typer
 from scipy.stats import spearmanr
 
-from ncip.data import as_model_input
-from ncip.engine import Engine, EngineConfig
-from ncip.models import create_model
-from ncip.predict import softmax64
-from ncip.ranking import rank_probs
+from ncip.core.engine import Engine, EngineConfig
+from ncip.core.models import as_model_input, create_model
+from ncip.core.scores import softmax64
+from ncip.tool.ranking import rank_probs
 
 
 def checkpoints(name: str, shape: tuple, k: int, seed: int = 0):

@@ -7,7 +7,7 @@ reports the growth of its peak resident memory (ru_maxrss) during ranking alone 
 - "streamed": ncip.rank, which keeps the final checkpoint's probabilities (N x C float64) and
   one batch at a time;
 - "in memory": the same selected checkpoints' probabilities stacked into K x N x C float64 and
-  scored with ncip.scores.ncip_score, as `ncip rank` did before.
+  scored with ncip.study.scores.ncip_score, as `ncip rank` did before.
 
     .venv/bin/python benchmarks/bench_rank_memory.py                  # N=200k, C=100, K=20
     .venv/bin/python benchmarks/bench_rank_memory.py --n 50000 --streamed-only
@@ -59,8 +59,8 @@ def worker(d: str, classes: int, k: int, variant: str) -> None:
     import numpy as np
 
     import ncip
-    from ncip.formats import discover
-    from ncip.predict import softmax64
+    from ncip.core.scores import softmax64
+    from ncip.tool.formats import discover
 
     factory = lambda num_classes=classes: _mlp(num_classes)  # noqa: E731
     x = np.load(Path(d) / "x.npy", mmap_mode="r")
@@ -70,7 +70,7 @@ def worker(d: str, classes: int, k: int, variant: str) -> None:
     if variant == "in-memory":
         import torch
 
-        from ncip.scores import ncip_score
+        from ncip.core.scores import ncip_score
 
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # after the streamed run
         t0 = time.perf_counter()

@@ -15,15 +15,15 @@ from pathlib import Path
 import torch
 import typer
 
-from ncip.checkpoints import (
+from ncip.core.checkpoints import (
     checkpoint_name,
     list_checkpoints,
     load_model,
     read_head,
     save_checkpoint,
 )
-from ncip.collapse import plan_selection, sigma_cos
-from ncip.models import create_model
+from ncip.core.collapse import plan_selection, sigma_cos
+from ncip.core.models import create_model
 
 
 def main(sizes: str = "50,100,200,400,800", k: int = 30, repeats: int = 3) -> None:

@@ -7,9 +7,9 @@ import pandas as pd
 import typer
 import yaml
 
-from ncip.figures import line_figure
-from ncip.io import write_csv, write_text
-from ncip.stage import StageError, stage_main
+from ncip.core.io import write_csv, write_text
+from ncip.study.figures import line_figure
+from ncip.study.stage import StageError, stage_main
 
 app = typer.Typer(add_completion=False)
 # swept parameter (also the experiments' name part) -> axis label

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import typer
 
-from ncip.collapse import ALPHA, K
-from ncip.curves import analyze_run
-from ncip.figures import analysis_figures
-from ncip.io import write_csv, write_json
-from ncip.stage import StageError, check_outputs, read_record, split_list, stage_main
+from ncip.core.collapse import ALPHA, K
+from ncip.core.io import write_csv, write_json
+from ncip.study.curves import analyze_run
+from ncip.study.figures import analysis_figures
+from ncip.study.stage import StageError, check_outputs, read_record, split_list, stage_main
 
 app = typer.Typer(add_completion=False)
 

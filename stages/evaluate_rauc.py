@@ -4,12 +4,12 @@ from pathlib import Path
 
 import typer
 
-from ncip import evaluation as ev
-from ncip.figures import line_figure
-from ncip.io import write_csv, write_json, write_text
-from ncip.scoretable import read_score_tables
-from ncip.stage import StageError, read_records, split_list, stage_main
-from ncip.subjects import load_study
+from ncip.core.io import write_csv, write_json, write_text
+from ncip.study import evaluation as ev
+from ncip.study.figures import line_figure
+from ncip.study.scoretable import read_score_tables
+from ncip.study.stage import StageError, read_records, split_list, stage_main
+from ncip.study.subjects import load_study
 
 app = typer.Typer(add_completion=False)
 

@@ -4,15 +4,15 @@ from pathlib import Path
 
 import typer
 
-from ncip.attacks import (
+from ncip.core.io import atomic_dir, write_json
+from ncip.study.attacks import (
     ATTACKS,
     AttackConfig,
     attack_run,
     check_attack_names,
     parse_number,
 )
-from ncip.io import atomic_dir, write_json
-from ncip.stage import check_outputs, default, split_list, stage_main
+from ncip.study.stage import check_outputs, default, split_list, stage_main
 
 app = typer.Typer(add_completion=False)
 

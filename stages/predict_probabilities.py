@@ -4,11 +4,11 @@ from pathlib import Path
 
 import typer
 
-from ncip.engine import PATHS, PRECISIONS, EngineConfig
-from ncip.io import atomic_dir
-from ncip.logs import log
-from ncip.predict import predict_folder
-from ncip.stage import check_outputs, default, stage_main
+from ncip.core.engine import PATHS, PRECISIONS, EngineConfig
+from ncip.core.io import atomic_dir
+from ncip.core.logs import log
+from ncip.study.predict import predict_folder
+from ncip.study.stage import check_outputs, default, stage_main
 
 app = typer.Typer(add_completion=False)
 

@@ -4,12 +4,12 @@ from pathlib import Path
 
 import typer
 
-from ncip.data import prepare_dataset, save_prepared
-from ncip.external import MANIFEST, prepare_external
-from ncip.io import atomic_dir, write_json
-from ncip.logs import log
-from ncip.stage import check_outputs, stage_main
-from ncip.subjects import external_specs, parse_subject
+from ncip.core.io import atomic_dir, write_json
+from ncip.core.logs import log
+from ncip.study.data import prepare_dataset, save_prepared
+from ncip.study.external import MANIFEST, load_external, manifest
+from ncip.study.stage import check_outputs, stage_main
+from ncip.study.subjects import external_specs, parse_subject
 
 app = typer.Typer(add_completion=False)
 
@@ -28,13 +28,14 @@ def main(
     s = parse_subject(subject, external)
     check_outputs(dirs=[out])
     if s.external:  # trained elsewhere: its own splits, and a manifest of its checkpoints
-        info, splits, manifest = prepare_external(external[subject])
+        info, splits = load_external(external[subject])
+        record = manifest(external[subject])
     else:
         info, splits = prepare_dataset(s.dataset, raw_root, val_fraction, split_seed)
     with atomic_dir(out) as tmp:
         save_prepared(tmp, info, splits)
         if s.external:
-            write_json(tmp / MANIFEST, manifest)
+            write_json(tmp / MANIFEST, record)
     log.info("prepared %s: %s", info.name, ", ".join(f"{k} {v}" for k, v in info.sizes.items()))
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import typer
 
-from ncip.io import mirror_files
-from ncip.logs import log
-from ncip.stage import stage_main
+from ncip.core.io import mirror_files
+from ncip.core.logs import log
+from ncip.study.stage import stage_main
 
 app = typer.Typer(add_completion=False)
 

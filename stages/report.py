@@ -4,10 +4,10 @@ from pathlib import Path
 
 import typer
 
-from ncip import report
-from ncip.figures import bar_figure, line_figure
-from ncip.io import write_csv, write_json, write_text
-from ncip.stage import stage_main
+from ncip.core.io import write_csv, write_json, write_text
+from ncip.study import report
+from ncip.study.figures import bar_figure, line_figure
+from ncip.study.stage import stage_main
 
 app = typer.Typer(add_completion=False)
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import typer
 
-from ncip.checkpoints import list_checkpoints, load_model
-from ncip.data import load_info, load_split
-from ncip.io import write_json
-from ncip.predict import resolve_device
-from ncip.retrain import (
+from ncip.core.checkpoints import list_checkpoints, load_model
+from ncip.core.engine import resolve_device
+from ncip.core.io import write_json
+from ncip.study.data import load_info, load_split
+from ncip.study.retrain import (
     RetrainConfig,
     method_scores,
     resolution,
@@ -19,7 +19,7 @@ from ncip.retrain import (
     summarize,
     training_config,
 )
-from ncip.stage import check_outputs, default, stage_main
+from ncip.study.stage import check_outputs, default, stage_main
 
 app = typer.Typer(add_completion=False)
 

@@ -5,14 +5,15 @@ from pathlib import Path
 import typer
 import yaml
 
-from ncip.checkpoints import check_data_matches, list_checkpoints
-from ncip.data import adversarial_sets, load_info, load_split
-from ncip.io import write_json, write_parquet
-from ncip.predict import Predictions, resolve_device
-from ncip.scores import ScoringContext
-from ncip.scores.registry import baseline_config
-from ncip.scoring import run_baselines
-from ncip.stage import check_outputs, stage_main
+from ncip.core.checkpoints import check_data_matches, list_checkpoints
+from ncip.core.engine import resolve_device
+from ncip.core.io import write_json, write_parquet
+from ncip.study.data import adversarial_sets, load_info, load_split
+from ncip.study.predict import Predictions
+from ncip.study.scores import ScoringContext
+from ncip.study.scores.registry import baseline_config
+from ncip.study.scoring import run_baselines
+from ncip.study.stage import check_outputs, stage_main
 
 app = typer.Typer(add_completion=False)
 

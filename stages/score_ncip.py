@@ -6,11 +6,11 @@ from pathlib import Path
 import pandas as pd
 import typer
 
-from ncip.io import write_json, write_parquet
-from ncip.predict import Predictions
-from ncip.scores.ncip import ablation_scores
-from ncip.scoretable import score_rows
-from ncip.stage import check_outputs, read_record, stage_main
+from ncip.core.io import write_json, write_parquet
+from ncip.study.predict import Predictions
+from ncip.study.scores.ncip import ablation_scores
+from ncip.study.scoretable import score_rows
+from ncip.study.stage import check_outputs, read_record, stage_main
 
 app = typer.Typer(add_completion=False)
 

@@ -7,11 +7,11 @@ from pathlib import Path
 import pandas as pd
 import typer
 
-from ncip.checkpoints import list_checkpoints, read_head
-from ncip.collapse import ALPHA, K, candidate_pool, plan_selection, sigma_cos
-from ncip.io import write_csv, write_json
-from ncip.logs import log, progress
-from ncip.stage import StageError, check_outputs, stage_main
+from ncip.core.checkpoints import list_checkpoints, read_head
+from ncip.core.collapse import ALPHA, K, candidate_pool, plan_selection, sigma_cos
+from ncip.core.io import write_csv, write_json
+from ncip.core.logs import log, progress
+from ncip.study.stage import StageError, check_outputs, stage_main
 
 app = typer.Typer(add_completion=False)
 

@@ -4,12 +4,19 @@ from pathlib import Path
 
 import typer
 
-from ncip.data import load_prepared
-from ncip.external import import_external
-from ncip.io import write_csv
-from ncip.stage import check_outputs, default, flag, is_rank_zero, stage_main, torchrun_if_asked
-from ncip.subjects import VARIANT_STRENGTH, external_specs, parse_subject
-from ncip.training import TrainConfig, train_with_checkpoints
+from ncip.core.io import write_csv
+from ncip.study.data import load_prepared
+from ncip.study.external import adopt_imported
+from ncip.study.stage import (
+    check_outputs,
+    default,
+    flag,
+    is_rank_zero,
+    stage_main,
+    torchrun_if_asked,
+)
+from ncip.study.subjects import VARIANT_STRENGTH, external_specs, parse_subject
+from ncip.study.training import TrainConfig, train_with_checkpoints
 
 app = typer.Typer(add_completion=False)
 
@@ -43,9 +50,9 @@ def main(
     torchrun_if_asked(nproc)
     external = external_specs(params)
     s = parse_subject(subject, external)
-    if s.external:  # trained elsewhere: import its checkpoints instead of training
+    if s.external:  # trained elsewhere: copy its imported checkpoints instead of training
         check_outputs(history_out, dirs=[out])
-        hist = import_external(external[subject], *load_prepared(data), out, subject, run, device)
+        hist = adopt_imported(external[subject], run, out)
         write_csv(history_out, hist)
         return
     cfg = TrainConfig(

@@ -53,8 +53,8 @@ def make_cifar10(raw: Path, per_batch=20) -> None:
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):
     """A LeNet-5 trained for 6 epochs on sklearn's digits, with its checkpoints."""
-    from ncip.data import prepare_dataset, save_prepared
-    from ncip.training import TrainConfig, train_with_checkpoints
+    from ncip.study.data import prepare_dataset, save_prepared
+    from ncip.study.training import TrainConfig, train_with_checkpoints
 
     d = tmp_path_factory.mktemp("tiny")
     info, splits = prepare_dataset("digits")

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 from test_stages import invoke
 
-from ncip.attacks import (
+from ncip.core.checkpoints import list_checkpoints, load_model
+from ncip.study.attacks import (
     ATTACKS,
     AttackConfig,
     attack_split,
@@ -13,8 +14,7 @@ from ncip.attacks import (
     parse_number,
     source_ids,
 )
-from ncip.checkpoints import list_checkpoints, load_model
-from ncip.predict import batched_outputs
+from ncip.study.predict import batched_outputs
 
 FAST = AttackConfig(cw_steps=10)  # CW at 10 steps keeps the test quick; others as in Table 2
 
@@ -91,7 +91,7 @@ def test_stage_writes_sets_and_report_and_rejects_bad_input(tiny_run, tmp_path):
     d = tiny_run["dir"]
     small = tmp_path / "data"
     small.mkdir()
-    from ncip.data import save_split
+    from ncip.study.data import save_split
 
     for name in ("test", "val"):
         save_split(small / f"{name}.npz", tiny_run["splits"][name].subset(np.arange(30)))

@@ -135,8 +135,8 @@ def nan_head_select(t, b):
 
 
 def stray_checkpoint(t, b):
-    from ncip.checkpoints import save_checkpoint
-    from ncip.models import create_model
+    from ncip.core.checkpoints import save_checkpoint
+    from ncip.core.models import create_model
 
     m = copy_models(t, b)
     torch.manual_seed(1)
@@ -366,8 +366,8 @@ def diverging_training(t, b):
 
 
 def resume_payload(t, b):
-    from ncip.data import load_info, load_split
-    from ncip.training import STATE_FILE, TrainConfig, train_with_checkpoints
+    from ncip.study.data import load_info, load_split
+    from ncip.study.training import STATE_FILE, TrainConfig, train_with_checkpoints
 
     info = load_info(b / "data")
     splits = {n: load_split(b / "data" / f"{n}.npz") for n in ("train", "val", "test")}
@@ -428,7 +428,7 @@ def float_255_adversarial(t, b):
 
 
 def data_of_other_shape(t, b):
-    from ncip.data import load_info
+    from ncip.study.data import load_info
 
     shutil.copytree(b / "data", t / "data")
     info = json.loads((t / "data" / "info.json").read_text())

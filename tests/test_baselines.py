@@ -4,11 +4,11 @@ import scipy.stats
 import torch
 import torch.nn as nn
 
-from ncip.checkpoints import list_checkpoints
-from ncip.predict import softmax64
-from ncip.scores import ScoringContext, deepgini, get_method, list_methods, method_info
-from ncip.scores.dropout import lexicographic, mc_dropout_probs, variation_ratio
-from ncip.scores.effimap import (
+from ncip.core.checkpoints import list_checkpoints
+from ncip.core.scores import deepgini, softmax64
+from ncip.study.scores import ScoringContext, get_method, list_methods, method_info
+from ncip.study.scores.dropout import lexicographic, mc_dropout_probs, variation_ratio
+from ncip.study.scores.effimap import (
     Mutant,
     apply_mutant,
     effimap_scores,
@@ -16,10 +16,10 @@ from ncip.scores.effimap import (
     kill_matrix,
     search_mutants,
 )
-from ncip.scores.nns import nns
-from ncip.scores.sets import minmax_scale, sets_budget, sets_order_scores, sets_select
-from ncip.scores.surprise import ClassKDE, dsa, lsa
-from ncip.scores.tdpr import rank_scores, train_ranker, trajectory_features
+from ncip.study.scores.nns import nns
+from ncip.study.scores.sets import minmax_scale, sets_budget, sets_order_scores, sets_select
+from ncip.study.scores.surprise import ClassKDE, dsa, lsa
+from ncip.study.scores.tdpr import rank_scores, train_ranker, trajectory_features
 
 # --- LSA / DSA ----------------------------------------------------------------------------------
 
@@ -125,7 +125,7 @@ def test_sets_matches_a_brute_force_log_det():
 
 
 def test_the_sets_budget_is_a_share_of_the_split_unless_an_absolute_one_is_set():
-    from ncip.scores.registry import resolve_options
+    from ncip.study.scores.registry import resolve_options
 
     assert sets_budget(10_000, 0.05) == 500  # SETS(500) on the paper's 10,000 inputs
     assert sets_budget(1_000, 0.05) == 50  # not 500 of 1,000 (pool = the whole set)
@@ -275,7 +275,7 @@ def test_effimap_scores_and_features():
 
 
 def test_effimap_search_keeps_useful_mutants_only():
-    from ncip.data import Split
+    from ncip.study.data import Split
 
     net = _ConvNet().eval()
     rng = np.random.default_rng(1)
@@ -346,9 +346,9 @@ def test_a_method_without_what_it_registers_it_needs_says_so(tiny_run, name):
 
 
 def test_effimap_vae_makes_input_mutants_near_their_source(tiny_run):
-    from ncip.checkpoints import load_model
-    from ncip.predict import batched_outputs
-    from ncip.scores.effimap import train_vae, vae_mutants
+    from ncip.core.checkpoints import load_model
+    from ncip.study.predict import batched_outputs
+    from ncip.study.scores.effimap import train_vae, vae_mutants
 
     val = tiny_run["splits"]["train"]
     model = load_model(list_checkpoints(tiny_run["dir"] / "models")[-1].path)

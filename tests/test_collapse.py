@@ -3,7 +3,7 @@ import warnings
 import numpy as np
 import pytest
 
-from ncip.collapse import candidate_pool, plan_selection, select_checkpoints, sigma_cos
+from ncip.core.collapse import candidate_pool, plan_selection, select_checkpoints, sigma_cos
 
 
 def test_sigma_cos_of_a_simplex_etf_is_zero():

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from conftest import make_cifar10, make_idx_dataset
 
-from ncip.data import (
+from ncip.core.models import as_model_input
+from ncip.study.data import (
     DatasetNotFoundError,
-    as_model_input,
     list_datasets,
     load_info,
     load_raw,
@@ -15,7 +15,7 @@ from ncip.data import (
     prepare_dataset,
     save_prepared,
 )
-from ncip.datasets.idx import read_idx
+from ncip.study.datasets.idx import read_idx
 
 
 def test_registry_lists_every_dataset():
@@ -61,14 +61,14 @@ def test_mnist_in_torchvision_layout(raw_root):
 
 
 def test_missing_mnist_says_where_to_put_files(raw_root, monkeypatch):
-    monkeypatch.setattr("ncip.datasets.idx.online", lambda *a, **k: False)
+    monkeypatch.setattr("ncip.study.datasets.idx.online", lambda *a, **k: False)
     with pytest.raises(DatasetNotFoundError, match="MNIST/raw"):
         load_raw("mnist", raw_root)
 
 
 def test_missing_fmnist_names_the_debian_package(raw_root, monkeypatch):
-    monkeypatch.setattr("ncip.datasets.idx.online", lambda *a, **k: False)
-    monkeypatch.setattr("ncip.datasets.idx.DEBIAN_FASHION_MNIST", raw_root / "nowhere")
+    monkeypatch.setattr("ncip.study.datasets.idx.online", lambda *a, **k: False)
+    monkeypatch.setattr("ncip.study.datasets.idx.DEBIAN_FASHION_MNIST", raw_root / "nowhere")
     with pytest.raises(DatasetNotFoundError, match="dataset-fashion-mnist"):
         load_raw("fmnist", raw_root)
 

@@ -15,7 +15,7 @@ import pytest
 from conftest import ROOT
 from safetensors import safe_open
 
-from ncip.data import prepare_dataset, save_prepared
+from ncip.study.data import prepare_dataset, save_prepared
 
 STAGE = str(ROOT / "stages" / "train_with_checkpoints.py")
 
@@ -97,8 +97,8 @@ def test_an_interrupted_ddp_run_resumes(data):
     script = data / "interrupt.py"
     script.write_text(
         textwrap.dedent("""
-        from ncip.data import load_info, load_split
-        from ncip.training import TrainConfig, train_with_checkpoints
+        from ncip.study.data import load_info, load_split
+        from ncip.study.training import TrainConfig, train_with_checkpoints
         info = load_info("data")
         splits = {n: load_split(f"data/{n}.npz", info) for n in ("train", "val", "test")}
         cfg = TrainConfig(arch="lenet5", epochs=4, batch_size=64, seed=0)

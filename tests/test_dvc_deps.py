@@ -27,7 +27,7 @@ def _module_file(name: str) -> Path | None:
 
 # Functions whose lazy imports no stage reaches: the package's `ncip.rank`-style attribute
 # loader, and the parameter check that `ncip check-params` runs before `dvc repro`.
-NOT_REACHED = {"ncip/__init__.py": {"__getattr__"}, "ncip/subjects.py": {"check_params"}}
+NOT_REACHED = {"ncip/__init__.py": {"__getattr__"}, "ncip/study/subjects.py": {"check_params"}}
 
 
 def _imports(path: Path) -> set[str]:
@@ -50,7 +50,7 @@ def _imports(path: Path) -> set[str]:
                 continue
             out.add(mod)
             out |= {f"{mod}.{a.name}" for a in node.names if _module_file(f"{mod}.{a.name}")}
-    # a package that imports all its modules (ncip.scores registers its methods this way)
+    # a package that imports all its modules (ncip.study.scores registers its methods this way)
     if path.name == "__init__.py" and "pkgutil.iter_modules(__path__)" in path.read_text():
         out |= {f"{pkg}.{p.stem}" for p in path.parent.glob("*.py") if p.stem != "__init__"}
     return out
@@ -103,24 +103,29 @@ def test_every_stage_declares_the_modules_it_imports():
 def test_the_check_fails_when_a_dep_is_removed(tmp_path):
     text = (ROOT / "dvc.yaml").read_text()
     stages = yaml.safe_load(text)["stages"]
-    assert "src/ncip/scores" in stages["score-baselines"]["deps"]
+    assert "src/ncip/study/scores" in stages["score-baselines"]["deps"]
     cut = tmp_path / "dvc.yaml"
     # drop the score package from score-baselines only (its deps list names it once)
     block = text[text.index("  score-baselines:") :]
-    block_cut = block.replace("      - src/ncip/scores\n", "", 1)
+    block_cut = block.replace("      - src/ncip/study/scores\n", "", 1)
     cut.write_text(text.replace(block, block_cut))
     gaps = missing_deps(cut)
     assert list(gaps) == ["score-baselines"]
-    assert "src/ncip/scores/registry.py" in gaps["score-baselines"]
-    assert "src/ncip/scores/effimap.py" in gaps["score-baselines"]
+    assert "src/ncip/study/scores/registry.py" in gaps["score-baselines"]
+    assert "src/ncip/study/scores/effimap.py" in gaps["score-baselines"]
 
 
 def test_the_closure_follows_lazy_and_transitive_imports(tmp_path):
     files = module_closure(ROOT / "stages" / "report.py")
     names = {str(p.relative_to(SRC)) for p in files}
-    # report.py imports ncip.report, which imports ncip.cost lazily inside a function, and
-    # ncip.evaluation -> ncip.metrics at module level
-    assert {"ncip/report.py", "ncip/cost.py", "ncip/metrics.py", "ncip/__init__.py"} <= names
+    # report.py imports ncip.study.report, which imports ncip.study.cost lazily inside a
+    # function, and ncip.study.evaluation -> ncip.core.metrics at module level
+    assert {
+        "ncip/study/report.py",
+        "ncip/study/cost.py",
+        "ncip/core/metrics.py",
+        "ncip/__init__.py",
+    } <= names
 
 
 @pytest.mark.parametrize("stage", sorted(p.name for p in (ROOT / "stages").glob("*.py")))

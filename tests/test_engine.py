@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from ncip.engine import Engine, EngineConfig, choose_path
-from ncip.models import create_model, list_models, model_kind
-from ncip.predict import softmax64
+from ncip.core.engine import Engine, EngineConfig, choose_path
+from ncip.core.models import create_model, list_models, model_kind
+from ncip.core.scores import softmax64
 
 SHAPES = {"lenet1": (1, 28, 28), "lenet5": (1, 28, 28), "vgg11": (3, 32, 32)}
 
@@ -45,7 +45,7 @@ def checkpoints_of(name, k=3, seed=0):
 
 
 def reference(model, states, x):
-    from ncip.data import as_model_input
+    from ncip.core.models import as_model_input
 
     out = []
     m = copy.deepcopy(model).eval()
@@ -57,7 +57,7 @@ def reference(model, states, x):
 
 
 def float64_reference(model, states, x):
-    from ncip.data import as_model_input
+    from ncip.core.models import as_model_input
 
     m = copy.deepcopy(model).double().eval()
     out = []
@@ -118,7 +118,7 @@ def test_auto_picks_channels_last_for_convolutions_on_a_cpu_and_sequential_for_t
 def test_features_and_reduced_precision():
     model, states, x = checkpoints_of("lenet5", k=1)
     model.load_state_dict(states[0])
-    from ncip.predict import batched_outputs
+    from ncip.study.predict import batched_outputs
 
     z, f = batched_outputs(model, x, 4, features=True)
     assert f.shape == (6, 84) and np.allclose(
@@ -134,7 +134,7 @@ def test_batched_outputs_leaves_the_training_model_as_it_was():
     model = create_model("lenet5", 10, 1)
     model.train()
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    from ncip.predict import batched_outputs
+    from ncip.study.predict import batched_outputs
 
     batched_outputs(model, np.zeros((3, 1, 28, 28), np.uint8))
     assert model.training

@@ -2,9 +2,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ncip.evaluation import aggregate, evaluate_table, method_order, nested
-from ncip.scoretable import score_rows
-from ncip.tables import render_table
+from ncip.study.evaluation import aggregate, evaluate_table, method_order, nested
+from ncip.study.scoretable import score_rows
+from ncip.study.tables import render_table
 
 
 def test_method_order_follows_the_paper_and_accepts_any_iterable():
@@ -58,6 +58,6 @@ def test_duplicate_ids_in_one_ordering_are_an_error():
 
 
 def test_the_ablation_keeps_table_8s_row_order():
-    from ncip.evaluation import ablation
+    from ncip.study.evaluation import ablation
 
     assert ablation() == ["tvd", "tvd+nc", "tvd+margin", "ncip"]

@@ -11,11 +11,11 @@ import pytest
 from sklearn.datasets import load_digits
 from test_stages import invoke
 
-from ncip import data as data_module
-from ncip.data import RawDataset, Split, register_dataset
-from ncip.scores import registry
-from ncip.scores.registry import ScoringContext, register_method
-from ncip.scores.uncertainty import deepgini
+from ncip.core.scores import deepgini
+from ncip.study import data as data_module
+from ncip.study.data import RawDataset, Split, register_dataset
+from ncip.study.scores import registry
+from ncip.study.scores.registry import ScoringContext, register_method
 
 
 @pytest.fixture
@@ -173,15 +173,15 @@ def test_a_registered_method_and_dataset_reach_the_report(throwaways, tmp_path, 
 
 
 def test_every_registered_baseline_appears_in_the_report_tables():
-    from ncip.evaluation import baselines, display
-    from ncip.scores import list_methods
+    from ncip.study.evaluation import baselines, display
+    from ncip.study.scores import list_methods
 
     assert set(baselines()) == set(list_methods())
     assert {display(m) for m in list_methods()} >= {"RS", "LSA", "DeepGini", "SETS", "TDPR"}
 
 
 def test_options_are_checked_against_what_a_method_registers():
-    from ncip.scores.registry import baseline_config
+    from ncip.study.scores.registry import baseline_config
 
     methods, options = baseline_config({"methods": "nns,random", "nns": {"k": "5"}})
     assert methods == ["nns", "random"] and options["nns"] == {"k": 5, "lambda": 0.5}
@@ -196,7 +196,7 @@ def test_run_baselines_books_a_methods_own_preparation_apart_from_scoring(tiny_r
     of that split's scoring time; the table has one row per input and the true labels."""
     import time
 
-    from ncip.scoring import run_baselines
+    from ncip.study.scoring import run_baselines
 
     @register_method("slowprep", display="SlowPrep")
     def _slowprep(ctx: ScoringContext, split: str) -> np.ndarray:

@@ -41,8 +41,8 @@ def run(cmd, cwd, env):
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
-    from ncip.data import prepare_dataset
-    from ncip.writer import CheckpointWriter
+    from ncip.study.data import prepare_dataset
+    from ncip.tool.writer import CheckpointWriter
 
     d = tmp_path_factory.mktemp("external")
     copy_project(d)

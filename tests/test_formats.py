@@ -12,8 +12,8 @@ import torch.nn as nn
 from conftest import ROOT
 from safetensors.torch import save_file
 
-from ncip.formats import CheckpointError, discover, find_prefix, read_tensors, torch_load
-from ncip.inputs import InputError, Inputs, check_inputs, load_inputs, plan_preprocess, probe
+from ncip.tool.formats import CheckpointError, discover, find_prefix, read_tensors, torch_load
+from ncip.tool.inputs import InputError, Inputs, check_inputs, load_inputs, plan_preprocess, probe
 
 
 def small(seed=0, classes=3):
@@ -160,9 +160,9 @@ def test_mixed_runs_of_ncip_checkpoints_are_refused(tiny_run, tmp_path):
 
     d = tmp_path / "m"
     shutil.copytree(tiny_run["dir"] / "models", d)
-    from ncip.checkpoints import save_checkpoint
-    from ncip.formats import check_consistent
-    from ncip.models import create_model
+    from ncip.core.checkpoints import save_checkpoint
+    from ncip.core.models import create_model
+    from ncip.tool.formats import check_consistent
 
     stray = create_model("lenet1", 10)
     save_checkpoint(

@@ -44,7 +44,7 @@ def test_both_sizes_make_valid_study_parameters(tmp_path, size):
     sys.path.insert(0, str(ROOT / "scripts"))
     import gpu_check
 
-    from ncip.subjects import check_params
+    from ncip.study.subjects import check_params
 
     p = tmp_path / "params.yaml"
     p.write_text(yaml.safe_dump(gpu_check.study_params(gpu_check.SIZES[size])))

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from ncip.metrics import (
+from ncip.core.metrics import (
     apfd,
     evaluate_order,
     expected_random_rauc,

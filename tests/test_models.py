@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from ncip.models import create_model, list_models, model_kind
+from ncip.core.models import create_model, list_models, model_kind
 
 SHAPES = {"image": (2, 3, 32, 32)}
 

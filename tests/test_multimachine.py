@@ -124,7 +124,7 @@ def test_a_sweep_across_machines_meets_in_the_git_and_dvc_remotes(origin):
 def test_the_slurm_launcher_runs_each_item_in_a_worktree_and_the_head_restores_them(
     origin, monkeypatch
 ):
-    from ncip.launch import launch
+    from ncip.study.launch import launch
 
     # the tasks inherit this environment: one thread, as machine-a trained, so the bytes match
     # (a different thread count changes the CPU kernels' summation order)
@@ -157,7 +157,7 @@ def test_the_slurm_launcher_runs_each_item_in_a_worktree_and_the_head_restores_t
 
 
 def test_the_launcher_refuses_uncommitted_changes_before_submitting(origin):
-    from ncip.launch import LaunchError, launch
+    from ncip.study.launch import LaunchError, launch
 
     head = clone(origin, "dirty-head")
     (head / "params.yaml").write_text((head / "params.yaml").read_text() + "\n# edited\n")

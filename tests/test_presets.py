@@ -10,8 +10,8 @@ import pytest
 import yaml
 from conftest import ROOT
 
-from ncip.presets import PAPER_RUNS, PRESETS, set_args
-from ncip.subjects import check_params
+from ncip.study.presets import PAPER_RUNS, PRESETS, set_args
+from ncip.study.subjects import check_params
 
 
 @pytest.mark.parametrize("name", list(PRESETS))

@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 
 import ncip
 from ncip.cli import app
-from ncip.ranking import TVDAccumulator, rank_probs
-from ncip.scores import ncip_score, tvd
+from ncip.core.scores import ncip_score, tvd
+from ncip.tool.ranking import TVDAccumulator, rank_probs
 
 runner = CliRunner()
 
@@ -46,7 +46,7 @@ def cli(*args):
 
 
 def digits():
-    from ncip.data import prepare_dataset
+    from ncip.study.data import prepare_dataset
 
     _, splits = prepare_dataset("digits")
     return splits
@@ -313,7 +313,7 @@ def test_torchvision_resnet18_reference_script_checkpoints(tmp_path):
 
 def test_streaming_tvd_equals_in_memory():
     rng = np.random.default_rng(0)
-    from ncip.predict import softmax64
+    from ncip.core.scores import softmax64
 
     probs = softmax64(rng.normal(size=(7, 500, 12)) * 4)
     acc = TVDAccumulator(probs[-1])
@@ -333,8 +333,9 @@ def test_streaming_tvd_equals_in_memory():
 
 
 def test_rank_on_ncip_checkpoints_equals_the_in_memory_computation(tiny_run):
-    from ncip.checkpoints import load_model
-    from ncip.predict import batched_outputs, softmax64
+    from ncip.core.checkpoints import load_model
+    from ncip.core.scores import softmax64
+    from ncip.study.predict import batched_outputs
 
     d = tiny_run["dir"]
     test = tiny_run["splits"]["test"]
@@ -349,7 +350,7 @@ def test_rank_on_ncip_checkpoints_equals_the_in_memory_computation(tiny_run):
 
 def test_rank_probs_selects_by_heads_and_says_when_k_covers_the_pool():
     rng = np.random.default_rng(1)
-    from ncip.predict import softmax64
+    from ncip.core.scores import softmax64
 
     probs = softmax64(rng.normal(size=(12, 50, 4)))
     heads = [rng.normal(size=(4, 8)) for _ in range(12)]

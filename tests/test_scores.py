@@ -1,8 +1,7 @@
 import numpy as np
 import pytest
 
-from ncip.predict import softmax64
-from ncip.scores import deepgini, entropy, margin, msp, ncip_score, pcs, tvd, zscore
+from ncip.core.scores import deepgini, entropy, margin, msp, ncip_score, pcs, softmax64, tvd, zscore
 
 
 def test_tvd_by_hand():

@@ -338,9 +338,9 @@ def test_stored_predictions_give_the_baselines_what_running_the_models_gives(tin
     """Every output a baseline reads from predict-probabilities equals running the models."""
     import numpy as np
 
-    from ncip.data import load_split
-    from ncip.predict import Predictions
-    from ncip.scores import ScoringContext
+    from ncip.study.data import load_split
+    from ncip.study.predict import Predictions
+    from ncip.study.scores import ScoringContext
 
     d = tiny_run["dir"]
     r = invoke(

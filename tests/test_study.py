@@ -5,12 +5,12 @@ import pandas as pd
 import pytest
 import scipy.stats
 
-from ncip import paper
-from ncip.curves import tvd_curve, weak_collapse_curve
-from ncip.data import Split
-from ncip.predict import softmax64
-from ncip.report import cost_table, retrain_by_subject, side_by_side
-from ncip.retrain import (
+from ncip.core.scores import softmax64
+from ncip.study import paper
+from ncip.study.curves import tvd_curve, weak_collapse_curve
+from ncip.study.data import Split
+from ncip.study.report import cost_table, retrain_by_subject, side_by_side
+from ncip.study.retrain import (
     RetrainConfig,
     resolution,
     retrain_gains,
@@ -18,7 +18,7 @@ from ncip.retrain import (
     summarize,
     training_config,
 )
-from ncip.statistics import holm, rank_biserial, wilcoxon_table
+from ncip.study.statistics import holm, rank_biserial, wilcoxon_table
 
 
 def test_holm_by_hand():
@@ -64,7 +64,7 @@ def test_weak_collapse_and_tvd_curves():
 
 
 def test_retraining_uses_a_disjoint_pool_one_recipe_and_two_controls(tiny_run):
-    from ncip.checkpoints import list_checkpoints, load_model
+    from ncip.core.checkpoints import list_checkpoints, load_model
 
     s = tiny_run["splits"]
     cfg = RetrainConfig(epochs=1, seeds=2)

@@ -3,9 +3,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from ncip.checkpoints import list_checkpoints, load_model, read_head, read_meta
-from ncip.collapse import sigma_cos
-from ncip.training import STATE_FILE, TrainConfig, train_with_checkpoints
+from ncip.core.checkpoints import list_checkpoints, load_model, read_head, read_meta
+from ncip.core.collapse import sigma_cos
+from ncip.study.training import STATE_FILE, TrainConfig, train_with_checkpoints
 
 
 def test_training_writes_one_checkpoint_per_epoch(tiny_run):
@@ -114,7 +114,7 @@ def test_channels_last_training_learns_the_same_model_as_contiguous(tiny_run, tm
 
 
 def test_a_training_set_too_big_for_the_gpu_share_stays_on_the_host(monkeypatch):
-    from ncip import training
+    from ncip.study import training
 
     x = torch.zeros(10, 1, 4, 4)
     assert training._place_training_data(x, torch.device("cpu")) is x  # CPU: as it is
@@ -133,7 +133,7 @@ def _files(d):
 def test_a_crash_at_any_step_of_finishing_is_recovered_by_the_next_run(
     tiny_run, tmp_path, monkeypatch, step, when
 ):
-    import ncip.training as training
+    import ncip.study.training as training
 
     info, splits, cfg = tiny_run["info"], tiny_run["splits"], tiny_run["cfg"]
     out, work = tmp_path / "models", tmp_path / "work"
@@ -159,7 +159,7 @@ def test_a_crash_at_any_step_of_finishing_is_recovered_by_the_next_run(
 def test_a_kill_between_the_fallback_renames_leaves_the_old_output_restorable(
     tmp_path, monkeypatch
 ):
-    import ncip.io as io
+    import ncip.core.io as io
 
     out = tmp_path / "out"
     with io.atomic_dir(out) as t:
@@ -196,7 +196,7 @@ def test_checkpoint_files_are_byte_identical_across_runs(tiny_run, tmp_path):
 def test_a_diverging_run_stops_without_writing_nan_checkpoints(tiny_run, tmp_path):
     from safetensors.torch import load_file as load
 
-    from ncip.training import TrainingDiverged
+    from ncip.study.training import TrainingDiverged
 
     info, splits = tiny_run["info"], tiny_run["splits"]
     cfg = TrainConfig(arch="lenet5", epochs=4, batch_size=64, lr=1e5, optimizer="sgd")

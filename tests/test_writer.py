@@ -35,7 +35,7 @@ NET = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    from ncip.data import prepare_dataset
+    from ncip.study.data import prepare_dataset
 
     d = tmp_path_factory.mktemp("writer")
     (d / "writer_net.py").write_text(NET)
@@ -90,8 +90,8 @@ def test_plain_writer_folder_ranks_with_no_options_and_records_sigma(env, tmp_pa
     assert files == [f"epoch-{e:04d}.safetensors" for e in range(1, 9)]
     hist = writer.history()
     assert hist["epoch"].tolist() == list(range(1, 9)) and "loss" in hist
-    from ncip.checkpoints import read_tensor
-    from ncip.collapse import sigma_cos
+    from ncip.core.checkpoints import read_tensor
+    from ncip.core.collapse import sigma_cos
 
     last = read_tensor(tmp_path / "ck" / files[-1], "classifier.weight")
     assert hist["sigma_cos"].iloc[-1] == pytest.approx(sigma_cos(last), abs=1e-12)
@@ -108,7 +108,7 @@ def test_lightning_callback(env, tmp_path):
     pl = pytest.importorskip("pytorch_lightning")
     from writer_net import Net
 
-    from ncip.lightning import NCIPCheckpoint
+    from ncip.tool.lightning import NCIPCheckpoint
 
     class Lit(pl.LightningModule):
         def __init__(self):
@@ -143,7 +143,7 @@ def test_lightning_callback(env, tmp_path):
 
 def test_hugging_face_callback(tmp_path):
     transformers = pytest.importorskip("transformers")
-    from ncip.hf import NCIPCallback
+    from ncip.tool.hf import NCIPCallback
 
     cfg = transformers.BertConfig(
         vocab_size=40,

@@ -8,7 +8,7 @@ import torch.nn as nn
 
 def fashion_mnist(n_train: int = 12000):
     """(x_train, y_train, x_test, y_test): uint8 [N, 28, 28] images and int64 labels."""
-    from ncip.data import load_raw  # finds Debian's dataset-fashion-mnist or data/raw
+    from ncip.study.data import load_raw  # finds Debian's dataset-fashion-mnist or data/raw
 
     raw = load_raw("fmnist", Path(__file__).resolve().parents[2] / "data" / "raw")
     rng = np.random.default_rng(0)

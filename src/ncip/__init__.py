@@ -2,8 +2,8 @@
 
 Implements "Test Case Prioritization for DNNs via Neural Collapse Instability" (ISSTA 2026):
 select late training checkpoints by the equiangularity of their classifier heads
-(:mod:`ncip.collapse`), then rank test inputs by how much their predicted distribution moves
-across those checkpoints, combined with the final model's margin (:mod:`ncip.scores`).
+(:mod:`ncip.core.collapse`), then rank test inputs by how much their predicted distribution moves
+across those checkpoints, combined with the final model's margin (:mod:`ncip.study.scores`).
 """
 
 __version__ = "0.1.0"
@@ -12,15 +12,15 @@ __version__ = "0.1.0"
 def __getattr__(name: str):
     # `ncip.rank`, `ncip.rank_probs` and `ncip.CheckpointWriter` load their modules on first use.
     if name == "rank":
-        from ncip.ranker import rank
+        from ncip.tool.rank import rank
 
         return rank
     if name == "CheckpointWriter":
-        from ncip.writer import CheckpointWriter
+        from ncip.tool.writer import CheckpointWriter
 
         return CheckpointWriter
     if name in ("rank_probs", "Ranking"):
-        from ncip import ranking
+        from ncip.tool import ranking
 
         return getattr(ranking, name)
     raise AttributeError(f"module 'ncip' has no attribute {name!r}")

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import typer
 
-from ncip.collapse import ALPHA, K
-from ncip.stage import StageError, stage_main
+from ncip.core.collapse import ALPHA, K
+from ncip.study.stage import StageError, stage_main
 
 app = typer.Typer(add_completion=False, help=__doc__, no_args_is_help=True)
 
@@ -16,7 +16,7 @@ app = typer.Typer(add_completion=False, help=__doc__, no_args_is_help=True)
 @app.command()
 def datasets() -> None:
     """List the registered datasets."""
-    from ncip.data import list_datasets
+    from ncip.study.data import list_datasets
 
     typer.echo("\n".join(list_datasets()))
 
@@ -24,7 +24,7 @@ def datasets() -> None:
 @app.command()
 def models() -> None:
     """List the registered models."""
-    from ncip.models import list_models, model_kind
+    from ncip.core.models import list_models, model_kind
 
     typer.echo("\n".join(f"{m}\t{model_kind(m)}" for m in list_models()))
 
@@ -35,7 +35,7 @@ def check_params(
     params: Path = typer.Argument(Path("params.yaml"), help="the study's parameters"),
 ) -> None:
     """Validate a study's params.yaml before `dvc repro` (make repro runs this first)."""
-    from ncip.subjects import check_params as check
+    from ncip.study.subjects import check_params as check
 
     subjects, runs = check(params)
     typer.echo(f"{params}: valid ({len(subjects)} subjects x {len(runs)} runs)")
@@ -44,9 +44,9 @@ def check_params(
 @app.command()
 def methods() -> None:
     """List the registered methods: name, table name, paper name, options with defaults, needs."""
-    from ncip.evaluation import method_order
-    from ncip.scores import list_methods, method_info
-    from ncip.scores.registry import NEEDS
+    from ncip.study.evaluation import method_order
+    from ncip.study.scores import list_methods, method_info
+    from ncip.study.scores.registry import NEEDS
 
     for family, title in (
         ("baseline", "baselines (score-baselines; params.yaml `baselines`)"),
@@ -72,7 +72,7 @@ def preset(
     """The paper's subjects at full scale: print the `dvc exp run -S ...` line of a preset."""
     import shlex
 
-    from ncip.presets import PRESETS, set_args
+    from ncip.study.presets import PRESETS, set_args
 
     if name is None:
         for p in PRESETS.values():
@@ -101,7 +101,7 @@ def launch(
 ) -> None:
     """Run each item of a matrix stage as a SLURM array task in its own worktree, sharing runs
     through DVC's run-cache; then run `dvc repro --pull` here (README "Scaling out")."""
-    from ncip.launch import launch as run
+    from ncip.study.launch import launch as run
 
     extra = {"slurm_partition": partition} if partition else {}
     results = run(
@@ -122,6 +122,32 @@ def launch(
         pushed = "pushed" if r.pushed else "no remote"
         typer.echo(f"{r.item:<48} {how:<10} {r.seconds:8.1f} s  {pushed}")
     typer.echo("next, here: dvc repro --pull   (restores these runs instead of running them)")
+
+
+@app.command("import-external")
+@stage_main
+def import_external(
+    subjects: list[str] = typer.Argument(None, help="external subjects (default: all of them)"),
+    params: Path = typer.Option(Path("params.yaml"), help="the study's parameters"),
+    device: str = typer.Option("auto", help="auto, cpu or cuda[:N]"),
+) -> None:
+    """Import models trained elsewhere (params.yaml `external`) into the study's checkpoint
+    format, for every run in `runs`; run it before `dvc repro` and after their files change."""
+    from ncip.study.importing import import_subject
+    from ncip.study.subjects import external_specs, load_study
+
+    specs = external_specs(params)
+    names = subjects or sorted(specs)
+    unknown = [s for s in names if s not in specs]
+    if unknown or not names:
+        raise StageError(
+            f"{params} describes no external subject {', '.join(unknown) or '(none at all)'}; "
+            'add it under `external` (README "Study a model trained elsewhere")'
+        )
+    runs = load_study(params)[2]
+    for name in names:
+        for folder in import_subject(specs[name], runs, device):
+            typer.echo(f"{name}: imported into {folder}")
 
 
 RANK_EXAMPLES = """Examples:
@@ -216,7 +242,8 @@ def rank(
     batch_size: int = typer.Option(256, min=1),
     device: str = typer.Option("auto", help="auto, cpu or cuda[:N]"),
     engine: str = typer.Option(
-        "auto", help="inference path: auto, sequential, channels_last, stacked (see ncip.engine)"
+        "auto",
+        help="inference path: auto, sequential, channels_last, stacked (see ncip.core.engine)",
     ),
     precision: str = typer.Option("fp32", help="fp32, bf16 or fp16 (autocast)"),
     compile: bool = typer.Option(
@@ -226,8 +253,8 @@ def rank(
     quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
 ) -> None:
     """Rank unlabelled inputs, most likely misclassified first, from a model's own checkpoints."""
-    from ncip.ranker import rank as rank_inputs
-    from ncip.ranking import check_output_path
+    from ncip.tool.rank import rank as rank_inputs
+    from ncip.tool.ranking import check_output_path
 
     sources = list(checkpoints or []) + list(checkpoints_opt or [])
     if not sources:
@@ -285,7 +312,7 @@ def prune(
     yes: bool = typer.Option(False, "--yes", help="delete; without it, only list what would go"),
 ) -> None:
     """Delete every checkpoint NCIP would not select; `ncip rank` then ranks as before."""
-    from ncip.prune import apply_prune, plan_prune
+    from ncip.tool.prune import apply_prune, plan_prune
 
     p = plan_prune(
         folder, model, k=k, alpha=alpha, head=head, num_classes=num_classes, prefix=prefix, ema=ema

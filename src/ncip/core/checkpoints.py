@@ -1,0 +1,216 @@
+"""Per-epoch checkpoints as safetensors: atomic writes, metadata headers, head-only reads.
+
+Each file holds the model's state dict and, in the safetensors header, a JSON record under the
+key ``ncip``: epoch, architecture, dataset shape information, the name of the head's weight
+tensor, the epoch's metrics and the resolved training configuration. The header can be read
+without touching the tensors, and one tensor (the classifier head) can be read without loading
+the others, which is what checkpoint selection needs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import save_file
+
+from ncip.core.errors import MissingFileError, NcipError
+from ncip.core.factory import build_external
+from ncip.core.io import atomic_path, safetensors_open
+from ncip.core.models import Classifier, create_model
+
+HEAD_KEY = "head.weight"
+
+
+class CheckpointError(NcipError, ValueError):
+    """A checkpoint (or a folder of them) cannot be used; the message names the file and fix."""
+
+
+def safetensors_header(p: Path) -> dict[str, str]:
+    """The metadata of a safetensors file; CheckpointError naming the file if it is unreadable."""
+
+    try:
+        with safetensors_open(p) as f:
+            return f.metadata() or {}
+    except Exception as e:  # noqa: BLE001  (safetensors raises its own error types)
+        first = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+        raise CheckpointError(
+            f"{p} is not a readable safetensors file (truncated or corrupt? {first}); remove it "
+            "from the folder or write it again"
+        ) from None
+
+
+def read_safetensors(path: Path, keys: list[str] | None = None) -> dict:
+    """Tensors of a safetensors file by name (all with ``keys`` None), on the CPU;
+    CheckpointError naming the file if it is unreadable or lacks one."""
+    safetensors_header(path)
+    try:
+        with safetensors_open(path) as f:
+            names = list(f.keys())
+            missing = [k for k in keys or () if k not in names]
+            if missing:
+                raise CheckpointError(f"{path} has no tensor {missing[0]!r}")
+            return {k: f.get_tensor(k) for k in (keys if keys is not None else names)}
+    except CheckpointError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise CheckpointError(
+            f"{path} could not be read (truncated or corrupt? "
+            f"{str(e).strip().splitlines()[0][:160]})"
+        ) from None
+
+
+# What must agree between the ncip checkpoints of one run (where a file records it).
+CONSISTENT_META = (
+    "arch",
+    "num_classes",
+    "in_channels",
+    "input_shape",
+    "vocab_size",
+    "dataset",
+    "subject",
+    "run",
+)
+
+
+def check_metas(items: Iterable[tuple[Path, dict[str, Any]]]) -> None:
+    """The metadata records of one run's checkpoints agree on :data:`CONSISTENT_META`; the
+    message names the file(s) that differ from the others."""
+    from collections import Counter
+
+    items = list(items)
+    for key in CONSISTENT_META:
+        values = {p: json.dumps(m.get(key)) for p, m in items if m.get(key) is not None}
+        counts = Counter(values.values())
+        if len(counts) < 2:
+            continue
+        common, n = counts.most_common(1)[0]
+        odd = [p for p, v in values.items() if v != common]
+        raise CheckpointError(
+            f"{odd[0]} records {key} = {values[odd[0]]} but {n} other checkpoint(s) in the "
+            f"folder record {common}: it mixes checkpoints of different runs; move "
+            f"{', '.join(Path(p).name for p in odd[:3])} out"
+        )
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    path: Path
+    epoch: int
+    meta: dict[str, Any]
+
+
+def checkpoint_name(epoch: int) -> str:
+    return f"epoch-{epoch:03d}.safetensors"
+
+
+def save_state(path: Path | str, state: dict[str, torch.Tensor], meta: dict[str, Any]) -> None:
+    """Write a state dict and ``meta`` (JSON-able, under the header key ``ncip``) atomically.
+
+    Tensors are copied, so tensors that share memory (tied weights) can be written."""
+    tensors = {k: v.detach().cpu().clone().contiguous() for k, v in state.items()}
+    with atomic_path(path) as tmp:
+        save_file(tensors, str(tmp), metadata={"ncip": json.dumps(meta)})
+
+
+def save_checkpoint(path: Path | str, model: Classifier, meta: dict[str, Any]) -> None:
+    """Write the model's weights and ``meta`` (JSON-able) atomically."""
+    save_state(path, model.state_dict(), {"head_key": HEAD_KEY, "arch": model.arch, **meta})
+
+
+def read_meta(path: Path | str) -> dict[str, Any]:
+    """The checkpoint's metadata record, read from the header alone."""
+    header = safetensors_header(Path(path))
+    if "ncip" not in header:
+        raise CheckpointError(
+            f"{path} is not an ncip checkpoint (no 'ncip' metadata record); "
+            "rank it with `ncip rank --model ...`, or move it out of the run"
+        )
+    try:
+        return json.loads(header["ncip"])
+    except ValueError:
+        raise CheckpointError(f"{path} has an unreadable ncip metadata record") from None
+
+
+def read_tensor(path: Path | str, key: str) -> np.ndarray:
+    """Read one tensor from a checkpoint without loading the rest."""
+    return read_safetensors(Path(path), [key])[key].double().numpy()
+
+
+def read_head(path: Path | str) -> np.ndarray:
+    """The classifier head's weight matrix ``[C, d]`` (rows = class vectors)."""
+    return read_tensor(path, read_meta(path).get("head_key", HEAD_KEY))
+
+
+def build_model(meta: dict[str, Any]) -> Classifier:
+    """An untrained model of the architecture a checkpoint's metadata describes."""
+    if meta.get("arch") == "external":  # a model trained elsewhere, imported into the study
+        return build_external(meta)
+    return create_model(
+        meta["arch"],
+        meta["num_classes"],
+        meta.get("in_channels", 1),
+        vocab_size=meta.get("vocab_size"),
+    )
+
+
+def _state(path: Path | str) -> dict:
+    """All tensors of a checkpoint; CheckpointError naming the file if any is not finite."""
+    state = read_safetensors(Path(path))
+    for k, v in state.items():
+        if v.is_floating_point() and not bool(torch.isfinite(v).all()):
+            raise CheckpointError(
+                f"{path} holds NaN or infinite weights (in {k!r}): training "
+                "diverged; retrain with a lower learning rate"
+            )
+    return state
+
+
+def load_model(path: Path | str, device: str | torch.device = "cpu") -> Classifier:
+    """Rebuild the model from a checkpoint's metadata and load its weights, in eval mode."""
+    model = build_model(read_meta(path))
+    model.load_state_dict(_state(path))
+    return model.to(device).eval()
+
+
+def load_weights(model: Classifier, path: Path | str) -> Classifier:
+    """Load a checkpoint's weights into an existing model of the same architecture."""
+    device = next(model.parameters()).device
+    model.load_state_dict({k: v.to(device) for k, v in _state(path).items()})
+    return model
+
+
+def check_data_matches(info, meta: dict[str, Any], data_dir, checkpoint: Path) -> None:
+    """The prepared data is what the checkpoints were trained on (shape and classes)."""
+    if meta.get("input_shape") and list(meta["input_shape"]) != list(info.input_shape):
+        raise CheckpointError(
+            f"{data_dir} holds inputs of shape {list(info.input_shape)} but "
+            f"{checkpoint} was trained on {list(meta['input_shape'])}"
+        )
+    if meta.get("num_classes") and int(meta["num_classes"]) != info.num_classes:
+        raise CheckpointError(
+            f"{data_dir} has {info.num_classes} classes but {checkpoint} has {meta['num_classes']}"
+        )
+
+
+def list_checkpoints(directory: Path | str) -> list[CheckpointInfo]:
+    """All checkpoints in a directory, ordered by the epoch recorded in their metadata; they
+    must belong to one run (same architecture, classes, data, subject and run)."""
+    d = Path(directory)
+    if not d.is_dir():
+        raise MissingFileError(f"checkpoint directory {d} does not exist; train first")
+    infos = []
+    for p in d.glob("*.safetensors"):
+        meta = read_meta(p)
+        infos.append(CheckpointInfo(p, int(meta["epoch"]), meta))
+    infos.sort(key=lambda c: c.epoch)
+    epochs = [c.epoch for c in infos]
+    if len(set(epochs)) != len(epochs):
+        raise CheckpointError(f"{d} holds two checkpoints of the same epoch: {epochs}")
+    check_metas((c.path, c.meta) for c in infos)
+    return infos

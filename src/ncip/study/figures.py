@@ -1,0 +1,152 @@
+"""Seaborn figures for people (dvc plots gets the same data as CSV)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: figures are files
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from ncip.core.io import save_figure  # noqa: E402
+
+DASHED = {"TVD", "TVD+NC", "TVD+Margin", "Ideal"}
+
+
+def line_figure(
+    wide: pd.DataFrame,
+    x: str,
+    path: Path,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    highlight: str = "NCIP",
+    legend_title: str | None = "method",
+) -> None:
+    """One line per column of a wide table against ``x``: ``highlight`` thick and black, the
+    ablation variants dashed, the legend outside the axes so many methods stay readable."""
+    sns.set_theme(style="whitegrid")
+    fig, ax = plt.subplots(figsize=(8.5, 4.5))
+    cmap = plt.get_cmap("tab20")
+    cols = [c for c in wide.columns if c != x]
+    marker = "o" if len(wide) <= 20 else None
+    for i, c in enumerate(cols):
+        style = {"color": cmap(i % 20), "linewidth": 1.5, "marker": marker, "markersize": 3}
+        if c == highlight:
+            style.update(color="black", linewidth=3, zorder=5)
+        elif c in DASHED:
+            style.update(linestyle="--")
+        ax.plot(wide[x], wide[c], label=c, **style)
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    ax.legend(title=legend_title, fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    save_figure(fig, path)
+
+
+def training_figure(history: pd.DataFrame, selected: list[int], path: Path, title: str) -> None:
+    """Accuracy and sigma_cos per epoch, with the NC-selected checkpoints marked."""
+    sns.set_theme(style="whitegrid")
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
+    for col in ("train_acc", "val_acc", "test_acc"):
+        a1.plot(history["epoch"], history[col], label=col.replace("_acc", ""))
+    a1.set(title=f"{title}: accuracy", xlabel="epoch", ylabel="accuracy")
+    a1.legend()
+    a2.plot(history["epoch"], history["sigma_cos"], color="gray", label="all checkpoints")
+    sel = history[history["epoch"].isin(selected)]
+    a2.scatter(sel["epoch"], sel["sigma_cos"], color="C3", zorder=3, s=14, label="NC-selected")
+    a2.set(title=f"{title}: head equiangularity", xlabel="epoch", ylabel="σ_cos (Eq. 5)")
+    a2.legend()
+    save_figure(fig, path)
+
+
+def tsne_figure(
+    final: np.ndarray,
+    aggregated: np.ndarray,
+    wrong: np.ndarray,
+    path: Path,
+    title: str,
+    seed: int = 0,
+) -> None:
+    """t-SNE of final vs NC-aggregated output vectors, misclassified inputs in red (Fig. 1)."""
+    from sklearn.manifold import TSNE
+
+    sns.set_theme(style="white")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 5))
+    for ax, data, name in (
+        (axes[0], final, "final checkpoint"),
+        (axes[1], aggregated, "mean over NC-selected checkpoints"),
+    ):
+        emb = TSNE(n_components=2, init="pca", random_state=seed, perplexity=30).fit_transform(data)
+        ax.scatter(emb[~wrong, 0], emb[~wrong, 1], s=4, c="lightgray", label="correct")
+        ax.scatter(emb[wrong, 0], emb[wrong, 1], s=6, c="crimson", label="misclassified")
+        ax.set(title=f"{title}: {name}", xticks=[], yticks=[])
+        ax.legend(loc="lower right", markerscale=3)
+    save_figure(fig, path)
+
+
+def band_figure(
+    df: pd.DataFrame,
+    x: str,
+    series: dict[str, tuple[str, str]],
+    path: Path,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+) -> None:
+    """Lines with a ±std band: series = {label: (mean column, std column)} (Fig. 3)."""
+    sns.set_theme(style="whitegrid")
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, (mean, std) in series.items():
+        ax.plot(df[x], df[mean], label=label)
+        ax.fill_between(df[x], df[mean] - df[std], df[mean] + df[std], alpha=0.2)
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    ax.legend()
+    save_figure(fig, path)
+
+
+def bar_figure(
+    df: pd.DataFrame, label: str, value: str, path: Path, title: str, xlabel: str
+) -> None:
+    """Horizontal bars of ``value`` per ``label``, NCIP highlighted (Fig. 6)."""
+    sns.set_theme(style="whitegrid")
+    d = df.sort_values(value)
+    fig, ax = plt.subplots(figsize=(7, 0.35 * len(d) + 1.5))
+    colors = ["crimson" if m == "NCIP" else "steelblue" for m in d[label]]
+    ax.barh(d[label], d[value], color=colors)
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.set(title=title, xlabel=xlabel, ylabel="method")
+    save_figure(fig, path)
+
+
+def analysis_figures(a, folder: Path, seed: int) -> None:
+    """tvd_curve.png (Fig. 3), weak_collapse.png (Fig. 9) and tsne.png (Fig. 1) of one run
+    (:class:`ncip.study.curves.RunAnalysis`)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    bands = {
+        "correct": ("correct_mean", "correct_std"),
+        "misclassified": ("misclassified_mean", "misclassified_std"),
+    }
+    band_figure(
+        a.tvd,
+        "checkpoints",
+        bands,
+        folder / "tvd_curve.png",
+        f"TVD of {a.name} (paper Fig. 3)",
+        "last n checkpoints",
+        "mean TVD to the final checkpoint ± std",
+    )
+    line_figure(
+        a.weak[["checkpoints", "rauc_all", "accuracy"]],
+        "checkpoints",
+        folder / "weak_collapse.png",
+        f"NCIP under weak collapse, {a.name} (paper Fig. 9)",
+        "checkpoints available (first E')",
+        "value",
+        highlight="rauc_all",
+        legend_title=None,
+    )
+    tsne_figure(a.final_probs, a.nc_probs, a.wrong, folder / "tsne.png", a.name, seed)

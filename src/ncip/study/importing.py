@@ -1,0 +1,129 @@
+"""Importing a model trained elsewhere into the study: the one study module that uses the tool.
+
+``ncip import-external SUBJECT`` reads each run's checkpoints in any format the tool reads (with
+the model the user named in params.yaml), and writes them in the study's own format (ncip
+safetensors, epochs 1..m in training order) into ``<data>/imported/run-<r>/``. The study's
+stages then use only those files, through the core: a change to the tool re-runs no stage.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ncip.core.checkpoints import checkpoint_name, save_state
+from ncip.core.collapse import sigma_cos
+from ncip.core.engine import resolve_device
+from ncip.core.io import atomic_dir, write_csv, write_json
+from ncip.core.logs import log, progress
+from ncip.core.models import ForeignClassifier
+from ncip.study.data import DatasetInfo, Split
+from ncip.study.external import (
+    IMPORT_RECORD,
+    TRAIN_ACC_SAMPLE,
+    ExternalError,
+    ExternalSpec,
+    file_hashes,
+    imported_folder,
+    load_external,
+    run_folder,
+)
+from ncip.study.predict import batched_outputs
+from ncip.tool.formats import check_consistent, discover
+from ncip.tool.modelsource import load_model
+
+
+def import_external(
+    spec: ExternalSpec,
+    info: DatasetInfo,
+    splits: dict[str, Split],
+    out_dir: Path,
+    subject: str,
+    run: int,
+    device: str = "cpu",
+) -> pd.DataFrame:
+    """Write the run's checkpoints in the study's format into ``out_dir`` (atomically, as a
+    whole); return the history (epoch = position in training order, accuracies, σ_cos)."""
+    folder = run_folder(spec, run)
+    sources = file_hashes(folder)
+    cs = discover(folder)
+    check_consistent(cs)
+    dev = resolve_device(device)
+    lm = load_model(spec.model, cs, info.num_classes, None, spec.head, dev)
+    if lm.num_classes != info.num_classes:
+        raise ExternalError(
+            f"external subject {spec.name}: the model has {lm.num_classes} classes "
+            f"but the data has {info.num_classes}"
+        )
+    wrapped = ForeignClassifier(lm.model, lm.head, spec.mean, spec.std).to(dev).eval()
+    meta_base = {
+        "arch": "external",
+        "factory": spec.model,
+        "head": lm.head,
+        "head_key": f"net.{lm.head}.weight",
+        "mean": spec.mean,
+        "std": spec.std,
+        "subject": subject,
+        "run": run,
+        "dataset": info.name,
+        "num_classes": info.num_classes,
+        "in_channels": info.in_channels,
+        "input_shape": info.input_shape,
+        "vocab_size": info.vocab_size,
+    }
+    if lm.hf:
+        import json
+
+        meta_base["hf_architecture"] = type(lm.model).__name__
+        meta_base["hf_config"] = json.loads(lm.model.config.to_json_string())
+    rng = np.random.default_rng(0)
+    train = splits["train"]
+    train = train.subset(np.sort(rng.permutation(len(train))[:TRAIN_ACC_SAMPLE]))
+    rows = []
+    with atomic_dir(out_dir) as tmp:
+        for i, ck in enumerate(progress(cs, f"import {subject}/run-{run}", unit="ckpt"), 1):
+            lm.load(ck)
+            acc = {
+                f"{p}_acc": float(
+                    (batched_outputs(wrapped, s.x, source=str(ck.path)).argmax(1) == s.y).mean()
+                )
+                for p, s in (("train", train), ("val", splits["val"]), ("test", splits["test"]))
+            }
+            W = lm.model.state_dict()[f"{lm.head}.weight"].detach().cpu().double().numpy()
+            row = {
+                "epoch": i,
+                **acc,
+                "sigma_cos": sigma_cos(W.reshape(W.shape[0], -1)),
+                "source": ck.name,
+                "source_epoch": ck.epoch,
+                "source_step": ck.step,
+            }
+            save_state(
+                tmp / checkpoint_name(i),
+                wrapped.state_dict(),
+                {
+                    **{k: v for k, v in meta_base.items() if v is not None},
+                    "epoch": i,
+                    "metrics": {k: v for k, v in row.items() if k.endswith("acc")},
+                    "source": str(ck.path),
+                },
+            )
+            rows.append(row)
+        hist = pd.DataFrame(rows)
+        write_csv(tmp / "history.csv", hist)
+        write_json(tmp / IMPORT_RECORD, {"order": cs.order, "sources": sources})
+    log.info("imported %d checkpoints of %s (%s) into %s", len(rows), subject, cs.order, out_dir)
+    return hist
+
+
+def import_subject(spec: ExternalSpec, runs: list[int], device: str = "auto") -> list[Path]:
+    """Import every run of an external subject into ``<data>/imported/run-<r>/``."""
+    info, splits = load_external(spec)
+    out = []
+    for run in runs:
+        folder = imported_folder(spec, run)
+        import_external(spec, info, splits, folder, spec.name, run, device)
+        out.append(folder)
+    return out

@@ -1,0 +1,711 @@
+"""The study report: this run's tables beside the paper's, statistics, costs and figures."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ncip.core.errors import InputError
+from ncip.study import paper
+from ncip.study.evaluation import ablation, aggregate, baselines, display, method_order
+from ncip.study.subjects import parse_subject
+from ncip.study.tables import fmt as _fmt
+from ncip.study.tables import render_table
+
+_ALIASES: dict[str, str] = {}
+
+
+def alias_subjects(aliases: dict[str, str | None]) -> None:
+    """Subjects trained elsewhere that stand for one of the paper's (their ``paper`` key)."""
+    _ALIASES.clear()
+    _ALIASES.update({k: v for k, v in aliases.items() if v})
+
+
+def column_of(subject: str):
+    """The paper's column for a subject (a dataset and model the paper has), else None."""
+    try:
+        s = parse_subject(_ALIASES.get(subject, subject))
+    except ValueError:  # a model trained elsewhere, standing for nothing of the paper's
+        return None
+    if s.variant:
+        return None
+    return paper.paper_column(s.dataset, s.model)
+
+
+def not_run_markdown(costs: dict[str, dict]) -> str:
+    """The baselines that could not run on a (subject, run), with the reason."""
+    rows = [
+        f"| {key} | {m} | {v['skipped']} |"
+        for key, c in sorted(costs.items())
+        for m, v in c.get("baselines", {}).items()
+        if isinstance(v, dict) and "skipped" in v
+    ]
+    if not rows:
+        return ""
+    return "\n".join(["| subject/run | method | why it could not run |", "|---|---|---|", *rows])
+
+
+def side_by_side(
+    mean: pd.DataFrame,
+    split: str,
+    metric: str,
+    ref: dict,
+    methods: list[str],
+    subjects: list[str],
+    digits: int = 3,
+    std: pd.DataFrame | None = None,
+) -> str:
+    """Methods x (subject: ours | paper), the paper's values from ``ref``."""
+    return render_table(
+        mean,
+        split,
+        metric,
+        methods,
+        subjects,
+        paper=ref,
+        column_of=column_of,
+        digits=digits,
+        std=std,
+    )
+
+
+def attainable(n: int, m: int, alpha: float = 0.05) -> dict:
+    """For an exact one-sided Wilcoxon signed-rank test on ``n`` pairs and Holm's correction
+    over ``m`` comparisons: the smallest attainable raw p (2^-n, every pair favouring NCIP),
+    the smallest Holm-corrected one (m * 2^-n), and the fewest pairs that could reach
+    ``alpha`` after the correction."""
+    need = 1
+    while m * 0.5**need >= alpha:
+        need += 1
+    return {
+        "n": n,
+        "comparisons": m,
+        "min_p": 0.5**n,
+        "min_p_holm": min(1.0, m * 0.5**n),
+        "pairs_needed": need,
+    }
+
+
+def attainable_sentence(table: pd.DataFrame, unit: str) -> str:
+    a = attainable(int(table["n"].max()), len(table))
+    verdict = (
+        "so no result here can be significant, whatever the data"
+        if a["min_p_holm"] >= 0.05
+        else "so significance is attainable"
+    )
+    return (
+        f"Paired units: {unit}, n = {a['n']}. With n pairs the smallest attainable one-sided "
+        f"p is 2^-n = {a['min_p']:.3g}, and {a['min_p_holm']:.3g} after Holm's correction over "
+        f"{a['comparisons']} baselines, {verdict}. Reaching p < 0.05 after the correction "
+        f"needs at least {a['pairs_needed']} independent pairs, every one favouring NCIP "
+        f"({a['comparisons']} × 2^-{a['pairs_needed']} = "
+        f"{a['comparisons'] * 0.5 ** a['pairs_needed']:.3g})."
+    )
+
+
+def significance_markdown(table: pd.DataFrame, unit: str) -> str:
+    if table.empty:
+        return "_no paired results_\n"
+    lines = [
+        "| Baseline | n | p (raw) | p (Holm) | effect size (RBC) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for r in table.itertuples(index=False):
+        lines.append(
+            f"| {display(r.baseline)} | {r.n} | {r.p_raw:.3g} | {r.p_holm:.3g} | "
+            f"{r.effect_size:.3f} |"
+        )
+    lines.append("\n" + attainable_sentence(table, unit))
+    return "\n".join(lines) + "\n"
+
+
+def cost_table(cost: dict) -> str:
+    """Table 9: seconds per method group, from metrics/cost.json (:mod:`ncip.study.cost`)."""
+    from ncip.study.cost import table9_rows
+
+    cols = paper.COST_COLUMNS
+    lines = ["| Subject | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
+    for subject, row in table9_rows(cost).items():
+        lines.append(f"| {subject} | " + " | ".join(_fmt(v, 2) for v in row) + " |")
+        col = column_of(subject.split("/")[0])
+        if col in paper.COST:
+            lines.append("| ↳ paper | " + " | ".join(_fmt(v, 2) for v in paper.COST[col]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def agreement_paragraph(mean: pd.DataFrame, subjects: list[str]) -> str:
+    """Plain statements computed from the numbers: where this run agrees with the paper."""
+    clean = mean[mean["split"] == "test"]
+    out = []
+    for metric, ref, name in (
+        ("rauc_all", paper.TABLE3, "RAUC-ALL"),
+        ("rauc_500", paper.TABLE4, "RAUC-500"),
+    ):
+        wins, comparable, diffs, paper_wins = 0, 0, [], 0
+        for s in subjects:
+            part = clean[clean["subject"] == s].set_index("method")[metric]
+            if "ncip" not in part or not any(m in part for m in baselines()):
+                continue
+            others = part[[m for m in baselines() if m in part.index]]
+            wins += int(part["ncip"] > others.max())
+            col = column_of(s)
+            if col and "ncip" in ref and col in ref["ncip"]:
+                comparable += 1
+                diffs.append(part["ncip"] - ref["ncip"][col])
+                pcol = {m: ref[m][col] for m in baselines() if m in ref and col in ref[m]}
+                paper_wins += int(ref["ncip"][col] > max(pcol.values()))
+        n = sum(1 for s in subjects if "ncip" in set(clean[clean["subject"] == s]["method"]))
+        txt = f"On clean data NCIP has the best {name} of all methods run in {wins} of {n} subjects"
+        if comparable:
+            txt += (
+                f"; on the {comparable} subjects the paper also reports, its {name} differs "
+                f"from the paper's by {np.mean(diffs):+.3f} on average (largest gap "
+                f"{max(diffs, key=abs):+.3f}), and the paper has NCIP best in {paper_wins} "
+                f"of them"
+            )
+        out.append(txt + ".")
+    adv = mean[mean["split"] == "adv"]
+    if not adv.empty:
+        best = adv.groupby("method")["rauc_all"].mean()
+        best = best[[m for m in best.index if m not in ablation() or m == "ncip"]]
+        order = best.sort_values(ascending=False)
+        rank = list(order.index).index("ncip") + 1 if "ncip" in order.index else None
+        out.append(
+            f"On adversarial data the best average RAUC-ALL is {display(order.index[0])}'s "
+            f"({order.iloc[0]:.3f}); NCIP ranks {rank} of {len(order)} "
+            f"({best.get('ncip', np.nan):.3f}). "
+            "The paper reports TDPR first and NCIP second on its CIFAR and TinyImageNet "
+            "models (Table 6)."
+        )
+    return " ".join(out)
+
+
+CONTROL_NAMES = {"control:none": "Control: nothing added", "control:random": "Control: random"}
+
+
+def arm_name(arm: str) -> str:
+    return CONTROL_NAMES.get(arm, display(arm))
+
+
+def retrain_by_subject(gains: dict[str, dict], averaged_only: bool = False):
+    """Mean accuracy gain in percentage points: subject -> arm -> gain, over runs; with
+    ``averaged_only``, only subjects whose evaluation split is fine enough to average."""
+    acc: dict[str, dict[str, list[float]]] = {}
+    for key, g in gains.items():
+        if averaged_only and not g.get("averaged", True):
+            continue
+        subject = key.split("/")[0]
+        for m, r in g["methods"].items():
+            if r.get("gain") is not None:
+                acc.setdefault(subject, {}).setdefault(m, []).append(100 * r["gain"])
+    return {s: {m: float(np.mean(v)) for m, v in ms.items()} for s, ms in acc.items()}
+
+
+def _arms(gains: dict[str, dict]) -> list[str]:
+    methods = method_order({m for g in gains.values() for m in g["methods"]} - set(CONTROL_NAMES))
+    return [c for c in CONTROL_NAMES if any(c in g["methods"] for g in gains.values())] + methods
+
+
+def arm_average(gains: dict[str, dict], arm: str, key: str = "gain") -> float:
+    """An arm's ``key`` (gain or vs_none) in points, averaged over the subject-runs whose
+    evaluation split is fine enough to average; NaN when there are none."""
+    v = [
+        100 * g["methods"][arm][key]
+        for g in gains.values()
+        if g.get("averaged", True) and arm in g["methods"]
+    ]
+    return float(np.mean(v)) if v else float("nan")
+
+
+def retrain_markdown(gains: dict[str, dict]) -> str:
+    """Per arm and subject/run: gain in points, mean over seeds ± the 95% interval half-width,
+    and the paired difference to control:none; the average over the subjects fine enough to
+    average, and which were left out and why."""
+    keys = sorted(gains)
+    lines = [
+        "| Arm | " + " | ".join(keys) + " | Avg gain | Avg − none |",
+        "|---|" + "---:|" * (len(keys) + 2),
+    ]
+
+    def cell(r: dict | None, arm: str) -> str:
+        if r is None or r.get("gain") is None:
+            return "–"
+        ci = r.get("gain_ci95")
+        pm = f" ± {100 * ci:.2f}" if ci is not None and np.isfinite(ci) else ""
+        vs = r.get("vs_none")
+        show = arm != "control:none" and vs is not None and np.isfinite(vs)
+        return f"{100 * r['gain']:+.2f}{pm}" + (f" ({100 * vs:+.2f})" if show else "")
+
+    for arm in _arms(gains):
+        rows = [gains[k]["methods"].get(arm) for k in keys]
+        lines.append(
+            f"| {arm_name(arm)} | "
+            + " | ".join(cell(r, arm) for r in rows)
+            + f" | {_fmt(arm_average(gains, arm), 2)} | "
+            + f"{_fmt(arm_average(gains, arm, 'vs_none'), 2)} |"
+        )
+    left = [f"{k} ({gains[k]['reason']})" for k in keys if not gains[k].get("averaged", True)]
+    if left:
+        lines.append("\nLeft out of the averages: " + "; ".join(left) + ".")
+    return "\n".join(lines) + "\n"
+
+
+def tie_markdown(mean: pd.DataFrame, subjects: list[str], methods: list[str]) -> str:
+    """Share of tied scores (clean test set, mean over runs) per method and subject, and the
+    largest tied block, for the methods that have any."""
+    part = mean[mean["split"] == "test"].set_index(["method", "subject"])
+    lines = [
+        "| Method | " + " | ".join(subjects) + " |",
+        "|---|" + "---:|" * len(subjects),
+    ]
+    for m in methods:
+        cells = []
+        for s in subjects:
+            if (m, s) not in part.index:
+                cells.append("–")
+                continue
+            r = part.loc[(m, s)]
+            cells.append(
+                "0" if r["tied_share"] == 0 else f"{r['tied_share']:.1%} ({r['largest_tie']:.1%})"
+            )
+        if any(c not in ("0", "–") for c in cells):
+            lines.append(f"| {display(m)} | " + " | ".join(cells) + " |")
+    if len(lines) == 2:
+        return "No method gave tied scores on any subject.\n"
+    if any(line.startswith(f"| {display('effimap')} |") for line in lines):
+        lines.append(
+            "\nEffiMAP's score is its predicted kill rate times an entropy term, so an input "
+            "with no predicted kills scores exactly 0 whatever its entropy: those inputs form "
+            "one tied block."
+        )
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class ReportInputs:
+    """Everything the report shows, read from the other stages' outputs."""
+
+    cfg: dict
+    subjects: list[str]
+    runs: list[int]
+    independent: list[str]
+    external: dict
+    per_order: pd.DataFrame
+    mean: pd.DataFrame
+    sd: pd.DataFrame | None
+    methods: list[str]
+    sig: pd.DataFrame
+    sig_runs: pd.DataFrame
+    costs: dict
+    cost: dict
+    retrain: dict
+    weak: pd.DataFrame
+    sensitivity: str | None
+
+
+def read_inputs(params: Path, metrics_dir: Path, scores: Path, plots_dir: Path) -> ReportInputs:
+    """Read the study's results for the report; ValueError when evaluate-rauc has not run."""
+    from ncip.study.cost import collect
+    from ncip.study.stage import read_records
+    from ncip.study.statistics import wilcoxon_table
+    from ncip.study.subjects import external_specs, load_study
+
+    cfg, subjects, runs = load_study(params)
+    external = external_specs(params)
+    alias_subjects({name: spec.paper for name, spec in external.items()})
+    per_order = pd.read_csv(metrics_dir / "per_ordering.csv")
+    per_order = per_order[per_order["subject"].isin(subjects) & per_order["run"].isin(runs)]
+    if per_order.empty:
+        raise InputError(
+            f"{metrics_dir / 'per_ordering.csv'} has no rows for these subjects; run evaluate-rauc"
+        )
+    mean, std = aggregate(per_order)
+    methods = [m for m in baselines() + ["ncip"] if m in set(mean["method"])]
+    # Table 5: NCIP vs each baseline, paired over the independent subjects (means over runs;
+    # calibration variants of a subject are the same data and architecture, so they are left
+    # out), and over their (subject, run) pairs as a descriptive check
+    independent = [s for s in subjects if not parse_subject(s, external).variant]
+    test_mean = mean[(mean["split"] == "test") & mean["subject"].isin(independent)]
+    wide = test_mean.pivot(index="subject", columns="method", values="rauc_all")[methods]
+    test_order = per_order[(per_order["split"] == "test") & per_order["subject"].isin(independent)]
+    per_run = (
+        test_order.groupby(["subject", "run", "method"])["rauc_all"]
+        .mean()
+        .unstack("method")[methods]
+    )
+    keys = [(s, r) for s in subjects for r in runs]
+    costs = {
+        f"{s}/run-{r}": read_records(
+            scores / s / f"run-{r}",
+            {"baselines": "baselines-cost.json", "ncip": "ncip-cost.json"},
+            "the scoring stages",
+        )
+        for s, r in keys
+    }
+    retrain_runs = (cfg.get("retrain") or {}).get("runs", runs)
+    retrain = read_records(
+        metrics_dir / "retrain",
+        {f"{s}/run-{r}": f"{s}-run-{r}.json" for s in subjects for r in retrain_runs},
+        "retrain-guidance",
+    )
+    weak = [
+        pd.read_csv(f).assign(subject=s, run=r)
+        for s, r in keys
+        if (f := plots_dir / "weak_collapse" / f"{s}-run-{r}.csv").exists()
+    ]
+    sens = metrics_dir / "sensitivity.md"
+    return ReportInputs(
+        cfg,
+        subjects,
+        runs,
+        independent,
+        external,
+        per_order,
+        mean,
+        std if len(runs) > 1 else None,
+        methods,
+        wilcoxon_table(wide),
+        wilcoxon_table(per_run) if len(runs) > 1 else pd.DataFrame(),
+        costs,
+        collect(subjects, runs),
+        retrain,
+        pd.concat(weak, ignore_index=True) if weak else pd.DataFrame(),
+        sens.read_text() if sens.exists() else None,
+    )
+
+
+def significance_record(r: ReportInputs) -> dict:
+    m = len(r.sig)
+    return {
+        "subjects": r.independent,
+        "attainable": attainable(len(r.independent), m) if m else {},
+        "by_subject": r.sig.to_dict(orient="records"),
+        "by_subject_and_run": r.sig_runs.to_dict(orient="records"),
+    }
+
+
+def retrain_table(r: ReportInputs) -> pd.DataFrame:
+    """Fig. 6's data: arm x subject gains (percentage points) over the subjects fine enough to
+    average, and their average."""
+    by_subject = retrain_by_subject(r.retrain, averaged_only=True)
+    rows = [
+        {"method": arm_name(m), **{s: g.get(m, np.nan) for s, g in by_subject.items()}}
+        for m in _arms(r.retrain)
+        if any(m in g for g in by_subject.values())
+    ]
+    if not rows:  # no subject's evaluation split is fine enough to average
+        return pd.DataFrame(columns=["method", "average"])
+    df = pd.DataFrame(rows)
+    df["average"] = df.drop(columns="method").mean(axis=1)
+    return df
+
+
+def weak_table(r: ReportInputs) -> pd.DataFrame:
+    """Fig. 9's data: checkpoints x subject NCIP RAUC-ALL (mean over runs)."""
+    w = r.weak.groupby(["subject", "checkpoints"])["rauc_all"].mean().unstack("subject")
+    return w.reset_index()
+
+
+def retrain_recipe(retrain: dict[str, dict]) -> str:
+    g = next(iter(retrain.values()))
+    c = g.get("config", {})
+    seeds = c.get("seeds")
+    return (
+        f"Recipe, the same for every arm: the final model is fine-tuned on its whole training "
+        f"set plus the arm's inputs ({100 * c.get('budget', 0):.0f}% of a candidate pool that "
+        f"is {100 * c.get('pool_fraction', 0):.0f}% of the test set, with true labels), with "
+        f"the training run's optimizer ({g.get('optimizer', 'adam')}) at learning rate "
+        f"{c.get('lr')}, batch {c.get('batch_size')}, for {c.get('epochs')} pass(es), and "
+        f"scored on the rest of the test set. Two controls get the same steps: nothing from "
+        f"the pool (as many extra training inputs instead) and a random draw from the pool. "
+        f"Cells: accuracy gain in points, mean over {seeds} fine-tuning seeds ± the 95% "
+        f"t-interval half-width, and in brackets the paired difference to the nothing-added "
+        f"control (same seeds, same shuffling). Peers' recipes: TDPR's artifact and SETS "
+        f"also retrain on the training set plus the selected inputs; SETS trains 30 epochs "
+        f"and scores on the rest of the test set; this one is shorter to fit a CPU. The paper "
+        f"reports average gains of 1.52-5.94 points for NCIP, without a control."
+    )
+
+
+def retrain_paragraph(retrain: dict[str, dict]) -> str:
+    ok = [k for k, g in retrain.items() if g.get("averaged", True)]
+    if not ok:
+        return (
+            "Retraining: no subject has an evaluation split fine enough to average "
+            f"({'; '.join(g['reason'] for g in retrain.values())})."
+        )
+
+    def avg(arm: str, key: str = "gain") -> float:
+        return arm_average(retrain, arm, key)
+
+    arms = [a for a in _arms(retrain) if a not in CONTROL_NAMES]
+    best = max(arms, key=lambda a: avg(a)) if arms else None
+    return (
+        f"Retraining ({', '.join(ok)}): fine-tuning on the training set plus NCIP's top 20% "
+        f"changes accuracy by {avg('ncip'):+.2f} points on average, against "
+        f"{avg('control:random'):+.2f} for a random draw and {avg('control:none'):+.2f} with "
+        f"nothing added (NCIP − nothing added: {avg('ncip', 'vs_none'):+.2f}); the largest "
+        f"average gain is {arm_name(best)}'s ({avg(best):+.2f}). The intervals per subject are "
+        "in the retraining section."
+    )
+
+
+def spread_paragraph(mean: pd.DataFrame, sd, subjects: list[str], n_runs: int) -> str:
+    clean = mean[mean["split"] == "test"].set_index(["method", "subject"])["rauc_all"]
+    spread = (
+        sd[sd["split"] == "test"].set_index(["method", "subject"])["rauc_all"]
+        if (sd is not None)
+        else None
+    )
+    parts = []
+    for s in subjects:
+        if ("ncip", s) not in clean.index:
+            continue
+        others = {m: clean[(m, s)] for m in baselines() if (m, s) in clean.index}
+        best = max(others, key=others.get) if others else None
+        txt = f"{s} {clean[('ncip', s)]:.3f}{_pm(spread, 'ncip', s)}"
+        if best:
+            txt += f" (best baseline {display(best)} {others[best]:.3f}{_pm(spread, best, s)})"
+        parts.append(txt)
+    runs = f"mean ± sd over {n_runs} training runs" if n_runs > 1 else "one training run"
+    return f"NCIP's clean RAUC-ALL ({runs}): " + "; ".join(parts) + "."
+
+
+def _pm(spread, method: str, subject: str) -> str:
+    if spread is None or (method, subject) not in spread.index:
+        return ""
+    return f" ± {spread[(method, subject)]:.3f}"
+
+
+def significance_paragraph(sig: pd.DataFrame, independent: list[str]) -> str:
+    if sig.empty:
+        return ""
+    a = attainable(len(independent), len(sig))
+    below = int((sig["p_holm"] < 0.05).sum())
+    return (
+        f"Table 5 pairs {a['n']} independent subjects: the smallest attainable Holm-corrected "
+        f"p is {a['min_p_holm']:.3g}, and {below} of {len(sig)} comparisons fall below 0.05 "
+        f"(significance needs at least {a['pairs_needed']} independent subjects)."
+    )
+
+
+def tie_paragraph(mean: pd.DataFrame, subjects: list[str]) -> str:
+    part = mean[(mean["split"] == "test") & mean["subject"].isin(subjects)]
+    worst = part.groupby("method")["tied_share"].max() if "tied_share" in part else pd.Series()
+    worst = worst[worst > 0.01].sort_values(ascending=False)
+    if worst.empty:
+        return ""
+    return (
+        "Tied scores (share of clean test inputs, worst subject): "
+        + ", ".join(f"{display(m)} {v:.1%}" for m, v in worst.items())
+        + "; inside a tied block the order is the seeded random tie-break."
+    )
+
+
+def render_report(r: ReportInputs) -> str:
+    """metrics/report.md from the study's results."""
+    mean, sd, subjects, runs, methods = r.mean, r.sd, r.subjects, r.runs, r.methods
+    sig, sig_runs, costs, retrain, weak, cfg = r.sig, r.sig_runs, r.costs, r.retrain, r.weak, r.cfg
+    external, cost, sensitivity = r.external, r.cost, r.sensitivity
+    n_runs = len(runs)
+    L = [
+        "# NCIP reproduction report",
+        "",
+        f"Generated by the `report` stage from this run: {len(subjects)} subjects x {n_runs} "
+        f"training run(s) (seeds {', '.join(str(cfg.get('seed', 0) * 1000 + r) for r in runs)}), "
+        f"K = {cfg.get('k')}, alpha = {cfg.get('alpha')}, {cfg['train']['epochs']} epochs "
+        f"{'for the subjects trained here ' if external else ''}"
+        f"(the paper trains {paper.EPOCHS['mnist']} epochs on MNIST and "
+        f"{paper.EPOCHS['fmnist']} on Fashion-MNIST). Each table sets this run's value beside "
+        "the paper's for the same dataset and model; `mnist5k` (5,000 real MNIST digits, a "
+        "1,000-image test set) stands in for the paper's MNIST columns, so those comparisons "
+        "are looser. Bold marks the best value of each column.",
+        "",
+        "## Summary",
+        "",
+        agreement_paragraph(mean, subjects),
+        "",
+        spread_paragraph(mean, sd, subjects, n_runs),
+        "",
+        significance_paragraph(sig, r.independent),
+        "",
+    ]
+    if retrain:
+        L += [retrain_paragraph(retrain), ""]
+    ties = tie_paragraph(mean, subjects)
+    if ties:
+        L += [ties, ""]
+    acc = mean[(mean["split"] == "test") & (mean["method"] == "ncip")].set_index("subject")
+    L += [
+        "## Models under test (paper Table 1)",
+        "",
+        "| Subject | test accuracy | paper |",
+        "|---|---:|---:|",
+    ]
+    for s in subjects:
+        col = column_of(s)
+        a = 1 - acc.loc[s, "faults"] / acc.loc[s, "n"] if s in acc.index else np.nan
+        L.append(
+            f"| {s} | {a:.4f} | {paper.ACCURACY[col]:.4f} |" if col else f"| {s} | {a:.4f} | – |"
+        )
+    L += [
+        "",
+        "## RAUC-ALL on clean data (paper Table 3)",
+        "",
+        side_by_side(mean, "test", "rauc_all", paper.TABLE3, methods, subjects, std=sd),
+        "## RAUC-500 on clean data (paper Table 4)",
+        "",
+        side_by_side(mean, "test", "rauc_500", paper.TABLE4, methods, subjects, std=sd),
+        "## Significance: NCIP vs each baseline on RAUC-ALL (paper Table 5)",
+        "",
+        "One-sided Wilcoxon signed-rank tests (NCIP greater), Holm-corrected over the "
+        "baselines; effect size = matched-pairs rank-biserial correlation. The paper pairs its "
+        "14 subjects (10 for EffiMAP). Here the pairs are the independent subjects only ("
+        + ", ".join(r.independent)
+        + "): a calibration variant (mixup, label smoothing) is the same data and architecture "
+        "as its plain subject, so it is reported in its own section below, not paired here.",
+        "",
+        significance_markdown(sig, "independent subjects (RAUC-ALL averaged over runs)"),
+    ]
+    if not sig_runs.empty:
+        L += [
+            "Paired over every (subject, run) of those subjects, a descriptive check only: "
+            "runs of one subject share its data and architecture, so they are not independent "
+            "samples of subjects.",
+            "",
+            significance_markdown(sig_runs, "(subject, run) pairs"),
+        ]
+    if (mean["split"] == "adv").any():
+        L += [
+            "## Adversarial data (paper Table 6)",
+            "",
+            "One combined FGSM + PGD + BIM + CW test set per subject. The paper reports Table 6 "
+            "for CIFAR and TinyImageNet models only, so its column stays empty unless those "
+            "subjects are run.",
+            "",
+            "RAUC-500:",
+            "",
+            side_by_side(mean, "adv", "rauc_500", paper.TABLE6_RAUC500, methods, subjects, std=sd),
+            "RAUC-ALL:",
+            "",
+            side_by_side(mean, "adv", "rauc_all", paper.TABLE6_RAUCALL, methods, subjects, std=sd),
+        ]
+    L += [
+        "## Ablation: fault types at a 5% budget (paper Table 7)",
+        "",
+        side_by_side(mean, "test", "fault_types_5pct", paper.TABLE7, ablation(), subjects, 0, sd),
+        "## Ablation: RAUC-ALL (paper Table 8)",
+        "",
+        side_by_side(mean, "test", "rauc_all", paper.TABLE8, ablation(), subjects, std=sd),
+        "TVD: the last K checkpoints; +NC: the NC-selected checkpoints instead; +Margin: adds "
+        "zscore(1 - margin of the final model). NCIP = TVD + NC + Margin.",
+        "",
+        "## Tied scores",
+        "",
+        "Share of the clean test inputs whose score another input shares (mean over runs), and "
+        "in brackets the largest block of equal scores; methods without ties are not listed. "
+        "Ties are broken by one seeded random permutation of the test set, the same for every "
+        "method, so inside a tied block the order is random and the detection curve rises at "
+        "the block's base rate.",
+        "",
+        tie_markdown(mean, subjects, methods + [m for m in ablation() if m != "ncip"]),
+    ]
+    variants = [s for s in subjects if parse_subject(s, external).variant]
+    if variants:
+        bases = sorted({s.rsplit("-", 1)[0] for s in variants} & set(subjects))
+        group = [s for b in bases for s in subjects if s == b or s.startswith(b + "-")]
+        L += [
+            "## Calibration: mixup and label smoothing (paper Fig. 4a)",
+            "",
+            "RAUC-ALL on clean data of models trained plainly, with mixup (alpha 0.2) and with "
+            "label smoothing (0.1).",
+            "",
+            side_by_side(mean, "test", "rauc_all", {}, methods, group, std=sd),
+        ]
+    if retrain:
+        L += [
+            "## Retraining guidance (paper RQ3, Fig. 6)",
+            "",
+            retrain_recipe(retrain),
+            "",
+            retrain_markdown(retrain),
+        ]
+        if any(g.get("averaged", True) for g in retrain.values()):
+            L += ["![retraining](../plots/report/retrain.png)"]
+        L += [""]
+    if not weak.empty:
+        w = weak.groupby(["checkpoints", "subject"])["rauc_all"].mean().unstack("subject")
+        L += [
+            "## Weak neural collapse (paper Fig. 9)",
+            "",
+            "NCIP's RAUC-ALL when only the first E' checkpoints exist (the model under test is "
+            "then checkpoint E'). The paper sees RAUC-ALL grow as collapse strengthens.",
+            "",
+            "| checkpoints | " + " | ".join(w.columns) + " |",
+            "|---:|" + "---:|" * len(w.columns),
+        ]
+        for e, row in w.iterrows():
+            L.append(f"| {e} | " + " | ".join(f"{v:.3f}" for v in row) + " |")
+        L += ["", "![weak collapse](../plots/report/weak_collapse.png)", ""]
+    L += [
+        "## Cost in seconds (paper Table 9)",
+        "",
+        "Measured by the stages themselves on this machine (`metrics/cost.json`). "
+        "predict-probabilities runs every checkpoint once for every consumer, and each "
+        "method is charged the share it reads: SA = LSA + DSA + the final model's "
+        "training-set features; Uncert = the four confidence scores + the final model on the "
+        "test sets; TDPR = its ranker + every checkpoint (Train: on the validation sets, "
+        "Predict: on the test sets, by inputs); NCIP-Predict = the selected and last-K "
+        "checkpoints on the test sets. Train columns are preparation on the labelled "
+        "split(s), Predict the scoring of the clean and adversarial test sets. The paper "
+        "used an RTX 4090.",
+        "",
+        cost_table(cost),
+    ]
+    if external:
+        L += [
+            "## Models trained elsewhere",
+            "",
+            "These subjects were not trained here: their checkpoints were imported (training "
+            "skipped) and every later stage ran on them as on the others.",
+            "",
+            "| subject | checkpoints | model | compared with the paper's |",
+            "|---|---|---|---|",
+        ]
+        for name, spec in external.items():
+            L.append(
+                f"| {name} | `{spec.checkpoints}` | `{spec.model or 'from the checkpoints'}` "
+                f"| {spec.paper or '–'} |"
+            )
+        L.append("")
+    not_run = not_run_markdown(costs)
+    if not_run:
+        L += ["## What could not run", "", not_run, ""]
+    if sensitivity is not None:
+        L += ["## Sensitivity to alpha and K (paper Figs. 7-8)", "", sensitivity, ""]
+    else:
+        L += [
+            "## Sensitivity to alpha and K (paper Figs. 7-8)",
+            "",
+            "Not in this run: `make sweep` queues the alpha and K experiments, writes "
+            "`metrics/sensitivity.md` and re-renders this report with it.",
+            "",
+        ]
+    L += ["## Figures", ""]
+    for s in subjects:
+        links = [
+            f"[fault diversity (Fig. 5)](../plots/figures/fault_diversity-{s}.png)",
+            f"[detection curve](../plots/figures/detection-{s}.png)",
+        ]
+        for r in runs:
+            a = f"../plots/analysis/{s}-run-{r}"
+            links += [
+                f"run {r}: [TVD vs checkpoints (Fig. 3)]({a}/tvd_curve.png)",
+                f"[weak collapse (Fig. 9)]({a}/weak_collapse.png)",
+                f"[t-SNE (Fig. 1)]({a}/tsne.png)",
+            ]
+        L.append(f"- {s}: " + ", ".join(links))
+    return "\n".join(L) + "\n"

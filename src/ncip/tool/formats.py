@@ -1,0 +1,542 @@
+"""Checkpoints written by any training tool: discovery, ordering and safe loading.
+
+Formats, detected automatically:
+
+- ``ncip``: safetensors with an ``ncip`` metadata record (this project's training, or
+  :class:`ncip.tool.writer.CheckpointWriter`);
+- ``safetensors``: a plain safetensors state dict;
+- ``state_dict``: ``torch.save(model.state_dict())`` (``.pt``, ``.pth``, ``.bin``);
+- a dict holding the state dict under ``state_dict`` (PyTorch Lightning ``.ckpt``, timm
+  ``.pth.tar``), ``model`` (torchvision's reference scripts) or ``model_state_dict`` (PyTorch's
+  own tutorial); with ``ema``, ``state_dict_ema`` / ``model_ema`` instead;
+- ``hf``: a Hugging Face Trainer ``checkpoint-<step>/`` folder (``model.safetensors``, a sharded
+  index, or ``pytorch_model.bin``), ordered by its ``trainer_state.json``.
+
+Pickle-based files are read with ``torch.load(..., weights_only=True)`` and nothing else: only
+tensors, plain containers, numbers and strings are unpickled, plus ``argparse.Namespace`` and
+numpy scalars (timm and torchvision store their command-line ``args`` and metrics that way).
+A file that needs any other object is refused with the name of what it holds and how to
+convert it. Files that are not model weights (optimizer, scheduler, RNG state,
+``training_args.bin``, logs) are skipped and listed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob as globlib
+import json
+import pickle
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ncip.core.checkpoints import (
+    CheckpointError,
+    check_metas,
+    read_safetensors,
+    safetensors_header,
+)
+from ncip.core.io import safetensors_open
+
+# The names a Hugging Face Trainer (and similar tools) give to files that hold no model
+# weights; they are skipped without being opened (training_args.bin needs arbitrary unpickling).
+NOT_WEIGHTS = {
+    "optimizer.pt": "optimizer state",
+    "optimizer.bin": "optimizer state",
+    "scheduler.pt": "scheduler state",
+    "scaler.pt": "gradient-scaler state",
+    "rng_state.pth": "RNG state",
+    "training_args.bin": "Trainer arguments",
+}
+WEIGHT_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".ckpt", ".tar")
+HF_WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+# Where dict-shaped checkpoints keep the weights, first match wins; the EMA twin of each.
+CONTAINER_KEYS = ("state_dict", "model", "model_state_dict")
+EMA_KEYS = {"state_dict": "state_dict_ema", "model": "model_ema", "model_state_dict": None}
+# Prefixes that wrappers add to every key: DDP/DataParallel, torch.compile, a LightningModule
+# holding the network as an attribute. Tried (also combined) when the keys do not match.
+KNOWN_PREFIXES = ("module.", "_orig_mod.", "model.", "net.", "network.")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One checkpoint: where its weights are, in which format, and its place in training."""
+
+    path: Path  # a file, or a Hugging Face checkpoint folder
+    fmt: str  # ncip | safetensors | state_dict | container | hf
+    epoch: int | None = None
+    step: int | None = None
+    container_key: str | None = None  # the dict key holding the state dict
+    meta: dict[str, Any] = field(default_factory=dict, compare=False)  # ncip metadata record
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-able record: file, format, epoch, step."""
+        return {"file": str(self.path), "format": self.fmt, "epoch": self.epoch, "step": self.step}
+
+
+@dataclass
+class CheckpointSet:
+    """The checkpoints of one training run in training order, and what was left out."""
+
+    checkpoints: list[Checkpoint]
+    order: str  # how the order was determined, in words
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (file, reason)
+    ema: bool = False
+
+    def __len__(self) -> int:
+        return len(self.checkpoints)
+
+    def __getitem__(self, i):
+        return self.checkpoints[i]
+
+    def __iter__(self):
+        return iter(self.checkpoints)
+
+    @property
+    def final(self) -> Checkpoint:
+        return self.checkpoints[-1]
+
+
+# ---------------------------------------------------------------------------------------------
+# Safe loading of pickle-based files
+
+
+@cache
+def _allowed_globals() -> list:
+    # Data-only classes: an attribute bag and numpy scalars; no constructor runs user code.
+    dtypes = [getattr(np.dtypes, n) for n in dir(np.dtypes) if n.endswith("DType")]
+    return [argparse.Namespace, np._core.multiarray.scalar, np.dtype, *dtypes]
+
+
+def torch_load(path: Path | str) -> Any:
+    """``torch.load`` with ``weights_only=True`` (memory-mapped where the format allows).
+
+    Raises :class:`CheckpointError` naming the file for anything that needs arbitrary
+    unpickling, and for truncated or corrupt files.
+    """
+    import torch
+
+    path = Path(path)
+    with torch.serialization.safe_globals(_allowed_globals()):
+        try:
+            try:
+                return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            except RuntimeError as e:
+                if "mmap can only be used" not in str(e):
+                    raise
+                # legacy (pre-1.6, non-zip) files cannot be memory-mapped
+                return torch.load(path, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError as e:
+            needs = _global_in_message(str(e)) and (
+                _unsafe_globals(path) or _global_in_message(str(e))
+            )
+            if not needs:  # not a refused object: the bytes are not a pickle at all
+                raise CheckpointError(
+                    f"{path} is not a readable PyTorch checkpoint (truncated or corrupt? "
+                    f"{str(e).strip().splitlines()[0][:120]}); remove it from the folder or "
+                    "write it again"
+                ) from None
+            safe = path.with_name(f"{path.stem}-weights.pt")
+            raise CheckpointError(
+                f"{path} needs arbitrary unpickling (it holds {', '.join(needs)}); ncip loads "
+                "only tensors and plain containers. If you trust the file, load it once in a "
+                "trusted session (torch.load with weights_only turned off), save just its state "
+                f"dict (torch.save(model.state_dict(), '{safe}') or safetensors) and move the "
+                "original out"
+            ) from None
+        except (RuntimeError, EOFError, OSError, ValueError, KeyError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise CheckpointError(
+                f"{path} is not a readable PyTorch checkpoint (truncated or corrupt? "
+                f"{first[:160]}); "
+                "remove it from the folder or write it again"
+            ) from None
+
+
+def _unsafe_globals(path: Path) -> list[str]:
+    import torch
+
+    try:
+        names = torch.serialization.get_unsafe_globals_in_checkpoint(path)
+    except Exception:  # noqa: BLE001  (only used to word the message)
+        return []
+    allowed = {f"{g.__module__}.{g.__qualname__}" for g in _allowed_globals()}
+    return [n for n in names if n not in allowed]
+
+
+def _global_in_message(msg: str) -> list[str]:
+    m = re.search(r"GLOBAL ([\w.]+)", msg)
+    return [m.group(1)] if m else []
+
+
+def _is_state_dict(obj: Any) -> bool:
+    import torch
+
+    return (
+        isinstance(obj, Mapping)
+        and len(obj) > 0
+        and all(isinstance(k, str) for k in obj)
+        and all(isinstance(v, torch.Tensor) for v in obj.values())
+        and any(v.is_floating_point() for v in obj.values())
+    )
+
+
+def _classify_pickle(obj: Any, ema: bool) -> tuple[str | None, str | None, str]:
+    """(format, container key, reason if skipped) of an unpickled object."""
+    if _is_state_dict(obj):
+        return "state_dict", None, ""
+    if isinstance(obj, Mapping):
+        for key in CONTAINER_KEYS:
+            if key in obj and _is_state_dict(obj[key]):
+                if ema:
+                    twin = EMA_KEYS.get(key)
+                    if twin and twin in obj and _is_state_dict(obj[twin]):
+                        return "container", twin, ""
+                    return None, None, f"no EMA weights ({twin or 'none known'} for '{key}')"
+                return "container", key, ""
+        if {"state", "param_groups"} <= set(obj):
+            return None, None, "optimizer state"
+        keys = ", ".join(list(map(str, obj))[:6])
+        return None, None, f"holds no model weights (keys: {keys})"
+    return None, None, f"holds a {type(obj).__name__}, not a state dict"
+
+
+# ---------------------------------------------------------------------------------------------
+# Discovery and order
+
+
+def _natural_key(name: str) -> list:
+    return [int(t) if t.isdigit() else t.lower() for t in re.split(r"(\d+)", name)]
+
+
+def _name_number(name: str) -> int | None:
+    nums = re.findall(r"\d+", Path(name).name)
+    return int(nums[-1]) if nums else None
+
+
+def expand_source(source: str | Path | Sequence[str | Path]) -> tuple[list[Path], str]:
+    """The candidate paths of a checkpoint source (folder, glob, file or list), and its label."""
+    if isinstance(source, str | Path):
+        s = str(source)
+        if any(ch in s for ch in "*?[") and not Path(s).exists():
+            paths = [Path(p) for p in sorted(globlib.glob(s))]
+            if not paths:
+                raise CheckpointError(f"the pattern {s!r} matches no files")
+            return paths, s
+        p = Path(s)
+        if not p.exists():
+            raise CheckpointError(
+                f"{p} does not exist; give a folder of checkpoints, a glob "
+                "such as 'ckpt/epoch_*.pt', or a list of files"
+            )
+        if p.is_dir() and not _is_hf_folder(p):
+            return sorted(p.iterdir()), str(p)
+        return [p], str(p)
+    paths = [Path(p) for p in source]
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise CheckpointError(f"checkpoint files do not exist: {', '.join(missing[:5])}")
+    return paths, f"{len(paths)} files"
+
+
+def _is_hf_folder(d: Path) -> bool:
+    return d.is_dir() and any((d / f).is_file() for f in HF_WEIGHT_FILES)
+
+
+def _hf_step(d: Path) -> tuple[int | None, float | None]:
+    state = d / "trainer_state.json"
+    if state.is_file():
+        try:
+            s = json.loads(state.read_text())
+            return int(s["global_step"]), s.get("epoch")
+        except (ValueError, KeyError, TypeError):
+            pass
+    return None, None
+
+
+def inspect_file(p: Path, ema: bool = False) -> tuple[Checkpoint | None, str]:
+    """The checkpoint a path holds, or (None, why it is skipped)."""
+    if p.name.startswith("."):
+        return None, "hidden or temporary file"
+    if p.is_dir():
+        if not _is_hf_folder(p):
+            return None, "folder without model weights"
+        step, epoch = _hf_step(p)
+        return Checkpoint(
+            p,
+            "hf",
+            epoch=None if epoch is None else round(epoch),
+            step=step if step is not None else _name_number(p.name),
+        ), ""
+    if p.name in NOT_WEIGHTS:
+        return None, NOT_WEIGHTS[p.name]
+    if not p.name.endswith(WEIGHT_SUFFIXES):
+        return None, "not a checkpoint format"
+    if p.suffix == ".safetensors":
+        return _inspect_safetensors(p, ema)
+    obj = torch_load(p)
+    fmt, key, why = _classify_pickle(obj, ema)
+    if fmt is None:
+        return None, why
+    epoch = step = None
+    if isinstance(obj, Mapping):
+        epoch = _int_or_none(obj.get("epoch"))
+        step = _int_or_none(obj.get("global_step", obj.get("step")))
+    return Checkpoint(p, fmt, epoch=epoch, step=step, container_key=key), ""
+
+
+def _int_or_none(v: Any) -> int | None:
+    try:
+        return None if v is None or isinstance(v, bool) else int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _inspect_safetensors(p: Path, ema: bool) -> tuple[Checkpoint | None, str]:
+    header = safetensors_header(p)
+    if "ncip" in header:
+        try:
+            meta = json.loads(header["ncip"])
+        except ValueError:
+            raise CheckpointError(f"{p} has an unreadable ncip metadata record") from None
+        return Checkpoint(
+            p,
+            "ncip",
+            epoch=_int_or_none(meta.get("epoch")),
+            step=_int_or_none(meta.get("step")),
+            meta=meta,
+        ), ""
+    return Checkpoint(
+        p,
+        "safetensors",
+        epoch=_int_or_none(header.get("epoch")),
+        step=_int_or_none(header.get("step")),
+    ), ""
+
+
+def discover(source: str | Path | Sequence[str | Path], ema: bool = False) -> CheckpointSet:
+    """Find the checkpoints of one run in ``source`` and put them in training order.
+
+    The order is the step recorded in the files where every file records one, else the
+    epoch, else the number in each file name (natural order: ``epoch_10`` after ``epoch_9``).
+    A Lightning ``last.ckpt`` that repeats the final step is skipped as a copy.
+    """
+    paths, label = expand_source(source)
+    found: list[Checkpoint] = []
+    skipped: list[tuple[str, str]] = []
+    for p in paths:
+        ck, why = inspect_file(p, ema)
+        if ck is None:
+            skipped.append((p.name, why))
+        else:
+            found.append(ck)
+    if not found:
+        listing = "; ".join(f"{n} ({w})" for n, w in skipped[:8]) or "it is empty"
+        raise CheckpointError(f"{label} holds no model checkpoints: {listing}")
+    formats = {c.fmt for c in found}
+    if len(formats & {"ncip", "hf"}) == 1 and len(formats) > 1:
+        raise CheckpointError(
+            f"{label} mixes checkpoint formats ({', '.join(sorted(formats))}); "
+            "keep one run's checkpoints in one folder"
+        )
+    found, dropped = _drop_last_copies(found)
+    skipped += dropped
+    ordered, order = _order(found, label)
+    return CheckpointSet(ordered, order, skipped, ema)
+
+
+def _drop_last_copies(found: list[Checkpoint]) -> tuple[list[Checkpoint], list[tuple[str, str]]]:
+    steps = [c.step for c in found if c.step is not None]
+    dropped = []
+    keep = []
+    for c in found:
+        is_last = re.fullmatch(r"last(-v\d+)?\.ckpt", c.name) is not None
+        if is_last and c.step is not None and steps.count(c.step) > 1:
+            dropped.append((c.name, f"a copy of the checkpoint of step {c.step} (save_last)"))
+        else:
+            keep.append(c)
+    return keep, dropped
+
+
+def _order(found: list[Checkpoint], label: str) -> tuple[list[Checkpoint], str]:
+    for attr, words in (("step", "the step"), ("epoch", "the epoch")):
+        values = [getattr(c, attr) for c in found]
+        if all(v is not None for v in values) and len(set(values)) == len(values):
+            return sorted(found, key=lambda c: getattr(c, attr)), f"{words} recorded in each file"
+    nums = [_name_number(c.name) for c in found]
+    if len(found) > 1 and any(n is None for n in nums):
+        bad = [c.name for c, n in zip(found, nums, strict=True) if n is None]
+        raise CheckpointError(
+            f"cannot tell the training order in {label}: {', '.join(bad[:3])} records no epoch "
+            "or step and has no number in its name; name files by epoch (epoch_3.pt) or pass "
+            "them in order as a list"
+        )
+    if len(set(nums)) != len(nums):
+        dup = sorted({n for n in nums if nums.count(n) > 1})
+        raise CheckpointError(
+            f"cannot tell the training order in {label}: several files carry the number "
+            f"{dup[0]} in their names and record no distinct epoch or step"
+        )
+    ordered = sorted(found, key=lambda c: _natural_key(c.name))
+    return ordered, "the number in each file name (natural order)"
+
+
+def check_consistent(cs: CheckpointSet) -> None:
+    """Refuse a folder whose ncip checkpoints disagree on what model and data they belong to
+    (e.g. a checkpoint of another subject dropped in, which would become the 'final' one)."""
+    check_metas([(c.path, c.meta) for c in cs if c.fmt == "ncip"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading weights
+
+
+def _hf_weight_map(d: Path) -> dict[str, Path] | Path:
+    """Key -> shard file for a sharded HF folder, or the single weights file."""
+    for index in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
+        if (d / index).is_file():
+            wm = json.loads((d / index).read_text())["weight_map"]
+            return {k: d / v for k, v in wm.items()}
+    for single in ("model.safetensors", "pytorch_model.bin"):
+        if (d / single).is_file():
+            return d / single
+    raise CheckpointError(f"{d} holds no model weights ({', '.join(HF_WEIGHT_FILES)})")
+
+
+def _file_keys(path: Path) -> list[str]:
+    if path.suffix == ".safetensors":
+        safetensors_header(path)  # a clear error for unreadable files
+        with safetensors_open(path) as f:
+            return list(f.keys())
+    return list(_pickled_state(path, None).keys())
+
+
+def _pickled_state(path: Path, key: str | None) -> Mapping:
+    obj = torch_load(path)
+    if key is not None:
+        return obj[key]
+    if _is_state_dict(obj):
+        return obj
+    fmt, k, why = _classify_pickle(obj, False)
+    if fmt is None:
+        raise CheckpointError(f"{path}: {why}")
+    return obj[k]
+
+
+def tensor_keys(ck: Checkpoint) -> list[str]:
+    """The names of the tensors a checkpoint holds, in the file's order."""
+    if ck.fmt == "hf":
+        wm = _hf_weight_map(ck.path)
+        return list(wm) if isinstance(wm, dict) else _file_keys(wm)
+    if ck.fmt in ("ncip", "safetensors"):
+        return _file_keys(ck.path)
+    return list(_pickled_state(ck.path, ck.container_key).keys())
+
+
+def tensor_shapes(ck: Checkpoint) -> dict[str, tuple[int, ...]]:
+    """Name -> shape of every tensor in a checkpoint, from headers where the format allows."""
+    files: list[Path]
+    if ck.fmt == "hf":
+        wm = _hf_weight_map(ck.path)
+        files = sorted(set(wm.values())) if isinstance(wm, dict) else [wm]
+    else:
+        files = [ck.path]
+    out: dict[str, tuple[int, ...]] = {}
+    for f in files:
+        if f.suffix == ".safetensors":
+            safetensors_header(f)
+            with safetensors_open(f) as h:
+                out.update({k: tuple(h.get_slice(k).get_shape()) for k in h.keys()})  # noqa: SIM118  (safe_open is no dict)
+        else:
+            key = ck.container_key if f == ck.path else None
+            out.update({k: tuple(v.shape) for k, v in _pickled_state(f, key).items()})
+    return out
+
+
+def read_tensors(ck: Checkpoint, keys: Iterable[str] | None = None) -> dict:
+    """Tensors of a checkpoint by name (all of them with ``keys`` None), as stored (CPU)."""
+    wanted = None if keys is None else list(keys)
+    if ck.fmt == "hf":
+        wm = _hf_weight_map(ck.path)
+        if isinstance(wm, Path):
+            return _read_file(wm, wanted, None)
+        out = {}
+        shards: dict[Path, list[str]] = {}
+        for k in wanted if wanted is not None else list(wm):
+            if k not in wm:
+                raise CheckpointError(f"{ck.path} has no tensor {k!r}")
+            shards.setdefault(wm[k], []).append(k)
+        for shard, ks in shards.items():
+            out.update(_read_file(shard, ks, None))
+        return out
+    return _read_file(ck.path, wanted, ck.container_key)
+
+
+def _read_file(path: Path, keys: list[str] | None, container_key: str | None) -> dict:
+    if path.suffix == ".safetensors":
+        return read_safetensors(path, keys)
+    state = _pickled_state(path, container_key)
+    if keys is None:
+        return dict(state)
+    missing = [k for k in keys if k not in state]
+    if missing:
+        raise CheckpointError(f"{path} has no tensor {missing[0]!r}")
+    return {k: state[k] for k in keys}
+
+
+# ---------------------------------------------------------------------------------------------
+# Matching a file's keys to a model's
+
+
+def find_prefix(
+    file_keys: Iterable[str], model_keys: Iterable[str], given: str | None = None
+) -> str:
+    """The prefix to strip from a file's keys so that they name the model's tensors.
+
+    ``given`` (``--prefix``) is used as it is. Otherwise the empty prefix, then the wrappers'
+    prefixes (``module.``, ``_orig_mod.``, a Lightning attribute like ``model.``) and any
+    prefix under which every model key is found. Raises CheckpointError when none fits.
+    """
+    fk = set(file_keys)
+    mk = list(model_keys)
+    if not mk:
+        raise CheckpointError("the model has no parameters to load")
+    if given is not None:
+        missing = [k for k in mk if given + k not in fk]
+        if missing:
+            raise CheckpointError(
+                f"with --prefix {given!r} the checkpoint lacks "
+                f"{len(missing)} of the model's tensors, e.g. {given + missing[0]!r}"
+            )
+        return given
+    candidates = [""]
+    for a in KNOWN_PREFIXES:
+        candidates.append(a)
+        candidates += [a + b for b in KNOWN_PREFIXES if b != a]
+    anchor = max(mk, key=len)  # the longest key is the least ambiguous
+    candidates += sorted({f[: -len(anchor)] for f in fk if f.endswith("." + anchor)}, key=len)
+    for p in candidates:
+        if all(p + k in fk for k in mk):
+            return p
+    best = min(candidates, key=lambda p: sum(p + k not in fk for k in mk))
+    missing = [k for k in mk if best + k not in fk]
+    example = next(iter(sorted(fk)), "")
+    raise CheckpointError(
+        f"the checkpoint's tensor names do not match the model: {len(missing)} of its "
+        f"{len(mk)} tensors are missing (e.g. {missing[0]!r}; the file has e.g. {example!r}). "
+        "Check --model, or name the prefix to strip with --prefix"
+    )

@@ -1,0 +1,399 @@
+"""Test inputs for ranking: files in common formats, explicit preprocessing, a one-sample probe.
+
+Sources: ``.npz`` (``x``, optional ``ids`` and ``y``), ``.npy`` (memory-mapped, so a test set
+larger than memory can be ranked), a folder of images in torchvision's ImageFolder layout (one
+subfolder per class, sorted names = class indices) or a flat folder of images, or an array.
+
+Preprocessing is decided once, from the inputs and the model, and printed: uint8 images are
+divided by 255 (unless ``scale=False``); integer pixel values in 0-255 likewise; token ids
+(a model whose first layer is an ``nn.Embedding``) go in unscaled as int64; images without a
+channel axis get one, channel-last images are moved to channel-first when the model's first
+convolution (or the 1/3/4-channel rule) makes that unambiguous; then ``(x - mean) / std`` per
+channel if given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from ncip.core.errors import InputError
+from ncip.core.models import logits_of
+
+IMAGE_EXTS = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
+
+
+class ImageFiles:
+    """Images of one size read lazily, as uint8 ``[n, H, W]`` (gray) or ``[n, H, W, 3]``."""
+
+    def __init__(self, paths: list[Path], mode: str | None = None):
+        from PIL import Image
+
+        self.paths = paths
+        with Image.open(paths[0]) as im:
+            self.size = im.size
+            native = "L" if im.mode in ("L", "1", "I;16", "I") else "RGB"
+        self.mode = mode or native
+        self.dtype = np.dtype(np.uint8)
+
+    def set_channels(self, channels: int | None) -> None:
+        if channels == 1:
+            self.mode = "L"
+        elif channels == 3:
+            self.mode = "RGB"
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        w, h = self.size
+        return (len(self.paths), h, w) if self.mode == "L" else (len(self.paths), h, w, 3)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index) -> np.ndarray:
+        from PIL import Image
+
+        if not isinstance(index, slice):
+            raise TypeError("ImageFiles supports slices only")
+        out = np.empty((len(range(*index.indices(len(self)))), *self.shape[1:]), np.uint8)
+        for i, p in enumerate(self.paths[index]):
+            try:
+                with Image.open(p) as im:
+                    if im.size != self.size:
+                        raise InputError(
+                            f"{p} is {im.size[0]}x{im.size[1]} but the first image "
+                            f"is {self.size[0]}x{self.size[1]}; resize the images "
+                            "to one size first"
+                        )
+                    out[i] = np.asarray(im.convert(self.mode))
+            except InputError:
+                raise
+            except Exception as e:  # noqa: BLE001  (PIL raises many types for bad files)
+                raise InputError(f"{p} is not a readable image ({e})") from None
+        return out
+
+
+@dataclass
+class Inputs:
+    """Inputs to rank, with their ids and (optionally) labels."""
+
+    x: Any  # np.ndarray, a memory map, or ImageFiles
+    ids: np.ndarray  # str, one per input
+    y: np.ndarray | None = None
+    source: str = "array"
+    class_names: list[str] | None = None
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+
+def _read_array(path: Path, what: str) -> np.ndarray:
+    if not path.exists():
+        raise InputError(f"{what} file {path} does not exist")
+    try:
+        if path.suffix == ".npy":
+            return np.load(path, allow_pickle=False)
+        if path.suffix in (".txt", ".csv"):
+            return np.array([ln.strip() for ln in path.read_text().splitlines() if ln.strip()])
+    except ValueError as e:
+        raise InputError(f"{path} cannot be read as {what} ({e})") from None
+    raise InputError(f"{what} file {path}: use .npy, or .txt with one value per line")
+
+
+def _image_folder(d: Path) -> tuple[list[Path], np.ndarray | None, list[str] | None]:
+    subdirs = sorted(p for p in d.iterdir() if p.is_dir() and not p.name.startswith("."))
+    flat = sorted(p for p in d.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_EXTS)
+    if subdirs and not flat:
+        paths, labels = [], []
+        for c, sub in enumerate(subdirs):
+            files = sorted(p for p in sub.rglob("*") if p.suffix.lower() in IMAGE_EXTS)
+            paths += files
+            labels += [c] * len(files)
+        if not paths:
+            raise InputError(f"{d} holds no images ({', '.join(sorted(IMAGE_EXTS))})")
+        return paths, np.array(labels, dtype=np.int64), [s.name for s in subdirs]
+    if not flat:
+        raise InputError(
+            f"{d} holds no images ({', '.join(sorted(IMAGE_EXTS))}) directly or in class subfolders"
+        )
+    return flat, None, None
+
+
+def load_inputs(
+    source: str | Path | np.ndarray | Inputs,
+    ids: str | Path | Sequence | np.ndarray | None = None,
+    labels: str | Path | Sequence | np.ndarray | None = None,
+) -> Inputs:
+    """Read inputs (see the module docstring); ``ids``/``labels`` override what the file holds."""
+    if isinstance(source, Inputs):
+        inp = source
+    elif isinstance(source, np.ndarray):
+        inp = Inputs(source, np.arange(len(source)).astype(str))
+    else:
+        path = Path(source)
+        if not path.exists():
+            raise InputError(f"inputs {path} do not exist")
+        if path.is_dir():
+            files, y, names = _image_folder(path)
+            inp = Inputs(
+                ImageFiles(files),
+                np.array([str(f.relative_to(path)) for f in files]),
+                y,
+                str(path),
+                names,
+            )
+        elif path.suffix == ".npz":
+            inp = _load_npz(path)
+        elif path.suffix == ".npy":
+            try:
+                x = np.load(path, mmap_mode="r", allow_pickle=False)
+            except ValueError as e:
+                raise InputError(f"{path} cannot be read as an array ({e})") from None
+            inp = Inputs(x, np.arange(len(x)).astype(str), None, str(path))
+        else:
+            raise InputError(
+                f"inputs {path}: use an .npz (x, optional ids and y), an .npy, or "
+                "a folder of images"
+            )
+    if ids is not None:
+        inp.ids = np.asarray(
+            _read_array(Path(ids), "ids") if isinstance(ids, str | Path) else ids
+        ).astype(str)
+    if labels is not None:
+        inp.y = np.asarray(
+            _read_array(Path(labels), "labels") if isinstance(labels, str | Path) else labels
+        )
+    if len(inp) == 0:
+        raise InputError(f"{inp.source} holds no inputs")
+    return inp
+
+
+def _load_npz(path: Path) -> Inputs:
+    try:
+        z = np.load(path, allow_pickle=False)
+    except (ValueError, OSError) as e:
+        raise InputError(f"{path} is not a readable .npz file ({e})") from None
+    with z:
+        if "x" not in z.files:
+            raise InputError(
+                f"{path} has no array named 'x' (it has {', '.join(z.files) or 'none'}); "
+                "save it with np.savez(path, x=inputs, ids=..., y=...)"
+            )
+        try:
+            x = z["x"]
+            ids = z["ids"].astype(str) if "ids" in z.files else np.arange(len(x)).astype(str)
+            y = z["y"] if "y" in z.files else None
+        except ValueError as e:
+            raise InputError(
+                f"{path} holds a pickled object array ({e}); save plain numeric and string arrays"
+            ) from None
+    return Inputs(x, ids, y, str(path))
+
+
+def check_inputs(inp: Inputs, num_classes: int) -> None:
+    """Ids unique and as many as inputs; labels integral and in range."""
+    n = len(inp)
+    if n == 0:
+        raise InputError(f"{inp.source} holds no inputs")
+    if len(inp.ids) != n:
+        raise InputError(f"{inp.source}: {len(inp.ids)} ids for {n} inputs; give one id per input")
+    if len(set(inp.ids.tolist())) != n:
+        seen, dup = set(), None
+        for i in inp.ids.tolist():
+            if i in seen:
+                dup = i
+                break
+            seen.add(i)
+        raise InputError(
+            f"{inp.source}: the id {str(dup)!r} appears more than once; ids must be unique"
+        )
+    if inp.y is None:
+        return
+    y = np.asarray(inp.y)
+    if y.ndim != 1 or len(y) != n:
+        raise InputError(
+            f"labels have shape {list(y.shape)} for {n} inputs; give one integer class per input"
+        )
+    if y.dtype.kind not in "iu":
+        try:
+            yi = y.astype(np.float64)
+        except ValueError:
+            raise InputError("labels must be integer class indices") from None
+        if not np.all(np.isfinite(yi)) or not np.all(yi == np.round(yi)):
+            raise InputError("labels must be integer class indices (found non-integers)")
+        y = yi.astype(np.int64)
+    bad = np.flatnonzero((y < 0) | (y >= num_classes))
+    if len(bad):
+        i = int(bad[0])
+        raise InputError(
+            f"label {int(y[i])} of input {str(inp.ids[i])!r} is outside the model's "
+            f"{num_classes} classes (0..{num_classes - 1}); "
+            f"{len(bad)} labels are out of range"
+        )
+    inp.y = y.astype(np.int64)
+
+
+@dataclass
+class Preprocess:
+    """How a batch of stored inputs becomes a model batch (decided once, printed)."""
+
+    tokens: bool = False
+    divide_by: float | None = None  # 255 for 8-bit pixels (division, as the pipeline does)
+    add_channel: bool = False
+    channel_last: bool = False
+    mean: np.ndarray | None = None
+    std: np.ndarray | None = None
+    unit_range: bool = False  # refuse values outside [0, 1] (ncip checkpoints record this)
+    steps: list[str] = field(default_factory=list)
+
+    def __call__(self, batch: np.ndarray) -> torch.Tensor:
+        a = np.asarray(batch)
+        if not a.flags.writeable:  # a slice of a memory map: torch wants its own copy
+            a = a.copy()
+        if self.tokens:
+            return torch.from_numpy(a.astype(np.int64, copy=False))
+        t = torch.from_numpy(np.ascontiguousarray(a)).float()
+        if self.divide_by is not None:
+            t = t.div(self.divide_by)
+        if self.add_channel:
+            t = t.unsqueeze(1)
+        if self.channel_last:
+            t = t.permute(0, 3, 1, 2).contiguous()
+        if self.unit_range and t.numel():
+            lo, hi = float(t.min()), float(t.max())
+            if lo < -1e-6 or hi > 1 + 1e-6:
+                raise InputError(
+                    f"inputs hold values in [{lo:g}, {hi:g}] but the model takes images in "
+                    "[0, 1]: store 8-bit images as uint8, or divide float pixels by 255"
+                )
+        if self.mean is not None:
+            shape = (1, -1) + (1,) * (t.ndim - 2)
+            t = (t - torch.from_numpy(self.mean).float().view(shape)) / torch.from_numpy(
+                self.std
+            ).float().view(shape)
+        return t
+
+    def describe(self) -> str:
+        return "; ".join(self.steps) if self.steps else "none (inputs go to the model as stored)"
+
+
+def plan_preprocess(
+    inp: Inputs,
+    model: nn.Module,
+    meta: dict | None = None,
+    scale: bool = True,
+    mean: Sequence[float] | None = None,
+    std: Sequence[float] | None = None,
+) -> Preprocess:
+    """Decide the preprocessing of ``inp`` for ``model`` (see the module docstring)."""
+    from ncip.tool.modelsource import first_layer
+
+    meta = meta or {}
+    first = first_layer(model)
+    shape = tuple(inp.x.shape)
+    dtype = np.dtype(inp.x.dtype)
+    text = isinstance(first, nn.Embedding) or (meta.get("vocab_size") and len(shape) == 2)
+    pre = Preprocess()
+    if text:
+        if dtype.kind not in "iu":
+            raise InputError(
+                f"the model takes integer token ids (its first layer is an "
+                f"Embedding) but the inputs are {dtype}"
+            )
+        pre.tokens = True
+        pre.steps.append(f"{dtype} token ids passed as int64, unscaled")
+        return pre
+    c_in = None
+    if isinstance(first, nn.Conv2d):
+        c_in = first.in_channels
+    elif meta.get("input_shape") and len(meta["input_shape"]) == 3:
+        c_in = int(meta["input_shape"][0])
+    if isinstance(inp.x, ImageFiles):
+        inp.x.set_channels(c_in)
+        shape = tuple(inp.x.shape)
+    if dtype == np.uint8 or dtype.kind in "iub":
+        if dtype != np.uint8 and dtype.kind != "b":
+            sample = np.asarray(inp.x[: min(len(inp), 1024)])
+            if sample.size and (sample.min() < 0 or sample.max() > 255):
+                raise InputError(
+                    f"the inputs are {dtype} with values in [{sample.min()}, "
+                    f"{sample.max()}], neither 8-bit pixels nor token ids for this "
+                    "model; store images as uint8 or floats"
+                )
+        if scale and dtype.kind != "b":
+            pre.divide_by = 255.0
+            pre.steps.append(f"{dtype} pixels divided by 255 to [0, 1]")
+        else:
+            pre.steps.append(f"{dtype} values passed as float32, unscaled")
+    else:
+        pre.steps.append(f"{dtype} values passed as float32, unscaled")
+    if meta.get("arch") and meta.get("input_shape") and len(meta["input_shape"]) == 3:
+        pre.unit_range = True  # ncip's image models are trained on [0, 1]
+    if len(shape) == 3 and (c_in == 1 or (c_in is None and isinstance(first, nn.Conv2d))):
+        pre.add_channel = True
+        pre.steps.append("a channel axis added ([N, H, W] -> [N, 1, H, W])")
+    elif len(shape) == 4:
+        if c_in is not None:
+            pre.channel_last = shape[1] != c_in and shape[3] == c_in
+        else:
+            pre.channel_last = shape[3] in (1, 3, 4) and shape[1] not in (1, 3, 4)
+        if pre.channel_last:
+            pre.steps.append(
+                "channel-last images moved to channel-first ([N, H, W, C] -> [N, C, H, W])"
+            )
+    if (mean is None) != (std is None):
+        raise InputError("give --mean and --std together")
+    if mean is not None:
+        channels = shape[3] if pre.channel_last else (1 if pre.add_channel else shape[1])
+        m, s = np.asarray(mean, np.float64), np.asarray(std, np.float64)
+        if len(m) == 1:
+            m, s = np.repeat(m, channels), np.repeat(s, channels)
+        if len(m) != channels or len(s) != channels:
+            raise InputError(f"--mean/--std give {len(m)}/{len(s)} values for {channels} channels")
+        if np.any(s <= 0):
+            raise InputError("--std values must be positive")
+        pre.mean, pre.std = m, s
+        pre.steps.append(f"normalised per channel with mean {m.tolist()} and std {s.tolist()}")
+    return pre
+
+
+def probe(model: nn.Module, pre: Preprocess, inp: Inputs, device, meta: dict | None = None) -> int:
+    """Run one input through the model; return the number of classes it outputs."""
+    from ncip.tool.modelsource import expected_input
+
+    xb = pre(inp.x[0:1])
+    if meta and meta.get("input_shape") and list(xb.shape[1:]) != list(meta["input_shape"]):
+        raise InputError(
+            f"{inp.source}: inputs have shape {list(xb.shape[1:])} after "
+            f"preprocessing but the checkpoints were trained on "
+            f"{list(meta['input_shape'])}"
+        )
+    try:
+        with torch.inference_mode():
+            out = model(xb.to(device))
+    except Exception as e:  # noqa: BLE001  (any shape error inside the user's model)
+        first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        raise InputError(
+            f"the model cannot take inputs of shape {list(xb.shape[1:])} ({pre.describe()}): "
+            f"{first}; it expects {expected_input(model, meta)}"
+        ) from None
+    try:
+        z = logits_of(out)
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    if z.ndim != 2 or z.shape[0] != 1 or z.shape[1] < 2:
+        raise InputError(
+            f"the model's output for one input has shape {list(z.shape)}; ncip "
+            "needs class logits [1, C] with C >= 2"
+        )
+    return int(z.shape[1])

@@ -1,0 +1,346 @@
+"""Where the model comes from: a factory, torchvision, ncip's registry or the checkpoint itself.
+
+``--model`` (or ``model=`` in :func:`ncip.rank`) takes
+
+- ``package.module:function`` or ``path/to/file.py:function``: an importable factory (a function
+  or an ``nn.Module`` class); ``num_classes`` is passed when it takes that argument;
+- ``torchvision:NAME``: ``torchvision.models.get_model(NAME, weights=None, num_classes=C)``;
+- the name of one of ncip's registered models (``ncip models``);
+- a Python callable (library use);
+- nothing, for ncip's own checkpoints (their metadata names the architecture) and Hugging Face
+  checkpoint folders (their ``config.json`` does; built locally, nothing is downloaded).
+
+The number of classes, when the factory needs it, is ``num_classes`` if given, else the first
+output size of a 2-D weight in the final checkpoint (from the end) for which the model's tensors
+match the file. The head is the last ``nn.Linear`` whose output size is the number of classes,
+or the module named with ``head``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from ncip.core.factory import (
+    Factory,
+    ModelSourceError,
+    build_external,
+    callable_factory,
+    hf_meta_factory,
+    import_named,
+)
+from ncip.tool.formats import (
+    Checkpoint,
+    CheckpointError,
+    CheckpointSet,
+    find_prefix,
+    read_tensors,
+    tensor_keys,
+    tensor_shapes,
+)
+
+MAX_CLASS_GUESSES = 8
+
+
+@dataclass
+class LoadedModel:
+    """A model with the final checkpoint's weights, and how the files map onto it."""
+
+    model: nn.Module
+    description: str
+    prefix: str  # stripped from the file's keys
+    head: str  # the head module's name in the model
+    head_key: str  # the head weight's key in the files
+    num_classes: int
+    keys: list[str]  # the model's state-dict keys (what is read from each file)
+    meta: dict[str, Any]  # ncip metadata of the final checkpoint, if any
+    hf: bool = False  # load with transformers' from_pretrained (it renames weights on load)
+
+    def load(self, ck: Checkpoint) -> nn.Module:
+        """Load a checkpoint's weights into the model (in place) and return it."""
+        if self.hf:
+            src = _hf_pretrained(type(self.model), ck)
+            self.model.load_state_dict(src.state_dict())
+        else:
+            load_weights_into(self.model, ck, self.prefix, self.keys)
+        return self.model
+
+    def set_head(self, name: str, final: Checkpoint) -> None:
+        """Use module ``name`` as the head; find its weight's key in the files (by name, or, where
+        a library renames weights when saving, by value in the final checkpoint)."""
+        self.head = name
+        key = f"{name}.weight"
+        weight = self.model.state_dict()[key].detach().cpu()
+        self.num_classes = int(weight.shape[0])
+        shapes = tensor_shapes(final)
+        if self.prefix + key in shapes:
+            self.head_key = self.prefix + key
+            return
+        for k, shape in shapes.items():
+            if shape == tuple(weight.shape) and torch.equal(
+                read_tensors(final, [k])[k].to(weight.dtype), weight
+            ):
+                self.head_key = k
+                return
+        raise ModelSourceError(
+            f"cannot find the head {key!r} among {final.path}'s tensors; "
+            "name the head layer with --head"
+        )
+
+
+def _hf_pretrained(cls, ck: Checkpoint) -> nn.Module:
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    try:
+        return cls.from_pretrained(str(ck.path), local_files_only=True)
+    except Exception as e:  # noqa: BLE001  (transformers raises many types for bad folders)
+        first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        raise CheckpointError(f"{ck.path} could not be loaded by transformers: {first}") from None
+
+
+def resolve_factory(spec: str | Callable | None, cs: CheckpointSet) -> Factory:
+    """The model factory named by ``spec`` (see the module docstring)."""
+    from ncip.core.models import list_models
+
+    if callable(spec):
+        return callable_factory(spec, getattr(spec, "__qualname__", repr(spec)))
+    final = cs.final
+    if spec is None:
+        meta = final.meta if final.fmt == "ncip" else {}
+        if meta.get("arch") in list_models():
+            return _ncip_factory(meta)
+        if meta.get("arch") == "external":
+            return Factory(
+                lambda _c: build_external(meta),
+                False,
+                f"{meta.get('factory')} (imported into the study)",
+            )
+        if meta.get("factory"):
+            return callable_factory(
+                import_named(meta["factory"]), f"{meta['factory']} (recorded in the checkpoints)"
+            )
+        if meta.get("hf_architecture"):
+            return hf_meta_factory(meta)
+        if final.fmt == "hf" and (final.path / "config.json").is_file():
+            return _hf_factory(final.path / "config.json")
+        raise ModelSourceError(
+            f"the checkpoints ({final.fmt} format) do not say which model they hold; name it "
+            "with --model package.module:function, torchvision:NAME or one of ncip's models "
+            f"({', '.join(list_models())})"
+        )
+    if spec.startswith("torchvision:"):
+        return _torchvision_factory(spec.split(":", 1)[1])
+    if spec in list_models():
+        return _registry_factory(spec, cs)
+    return callable_factory(import_named(spec), f"--model {spec}")
+
+
+def _ncip_factory(meta: dict) -> Factory:
+    from ncip.core.checkpoints import build_model
+
+    return Factory(lambda _c: build_model(meta), False, f"ncip model {meta['arch']}")
+
+
+def _registry_factory(name: str, cs: CheckpointSet) -> Factory:
+    from ncip.core.models import create_model, model_kind
+
+    keys = tensor_keys(cs.final)
+    extra: dict[str, Any] = {}
+    if model_kind(name) == "text":
+        emb = [k for k in keys if k.endswith("embed.weight")]
+        if emb:
+            extra["vocab_size"] = int(read_tensors(cs.final, emb[:1])[emb[0]].shape[0])
+    else:
+        norm = [k for k in keys if k.endswith("normalize.mean")]
+        if norm:
+            extra["in_channels"] = int(read_tensors(cs.final, norm[:1])[norm[0]].shape[1])
+
+    def build(num_classes: int | None) -> nn.Module:
+        return create_model(name, num_classes or 10, **extra)
+
+    return Factory(build, True, f"ncip model {name}")
+
+
+def _torchvision_factory(name: str) -> Factory:
+    import torchvision
+
+    available = torchvision.models.list_models()
+    if name not in available:
+        raise ModelSourceError(
+            f"--model torchvision:{name}: torchvision has no model {name!r}; "
+            f"e.g. {', '.join(sorted(available)[:8])}, ..."
+        )
+
+    def build(num_classes: int | None) -> nn.Module:
+        kw = {"num_classes": num_classes} if num_classes is not None else {}
+        return torchvision.models.get_model(name, weights=None, **kw)
+
+    return Factory(build, True, f"torchvision {name} (no weights)")
+
+
+def _hf_factory(config_path: Path) -> Factory:
+    try:
+        import transformers
+    except ImportError:
+        raise ModelSourceError(
+            f"{config_path.parent} is a Hugging Face checkpoint: install transformers to "
+            "rebuild its model, or name the model with --model"
+        ) from None
+    cfg = json.loads(config_path.read_text())
+    arch = (cfg.get("architectures") or [None])[0]
+    if arch is None or not hasattr(transformers, arch):
+        raise ModelSourceError(
+            f"{config_path} names no transformers architecture "
+            f"({arch!r}); name the model with --model"
+        )
+    config = transformers.AutoConfig.from_pretrained(str(config_path.parent))
+    cls = getattr(transformers, arch)
+    return Factory(lambda _c: cls(config), False, f"transformers {arch} from config.json")
+
+
+def first_layer(model: nn.Module) -> nn.Module | None:
+    """The first module (in registration order) with weights of its own: where inputs enter."""
+    for m in model.modules():
+        if isinstance(m, nn.Conv1d | nn.Conv2d | nn.Conv3d | nn.Linear | nn.Embedding):
+            return m
+    return None
+
+
+def expected_input(model: nn.Module, meta: dict | None = None) -> str:
+    """In words, what inputs a model takes (for error messages)."""
+    if meta and meta.get("input_shape"):
+        shape = meta["input_shape"]
+        kind = "token ids" if len(shape) == 1 else "images in [0, 1]"
+        return f"{kind} of shape {list(shape)}"
+    m = first_layer(model)
+    if isinstance(m, nn.Embedding):
+        return f"integer token ids [L] (its first layer is Embedding({m.num_embeddings}, ...))"
+    if isinstance(m, nn.Conv2d):
+        return f"images [{m.in_channels}, H, W] (its first layer is Conv2d({m.in_channels}, ...))"
+    if isinstance(m, nn.Conv1d):
+        return f"sequences [{m.in_channels}, L] (its first layer is Conv1d({m.in_channels}, ...))"
+    if isinstance(m, nn.Linear):
+        return f"vectors [{m.in_features}] (its first layer is Linear({m.in_features}, ...))"
+    return "inputs of the shape it was trained on"
+
+
+def find_head(model: nn.Module, num_classes: int | None = None, given: str | None = None) -> str:
+    """The head module's name: ``given``, else the last nn.Linear with ``num_classes`` outputs."""
+    state = model.state_dict()
+    if given:
+        name = given[: -len(".weight")] if given.endswith(".weight") else given
+        if f"{name}.weight" not in state or state[f"{name}.weight"].ndim < 2:
+            raise ModelSourceError(
+                f"--head {given!r}: the model has no layer {name!r} with a "
+                f"weight matrix; e.g. {', '.join(_linear_names(model)[-3:])}"
+            )
+        return name
+    linears = [(n, m) for n, m in model.named_modules() if isinstance(m, nn.Linear)]
+    if num_classes is not None:
+        linears = [(n, m) for n, m in linears if m.out_features == num_classes]
+    if not linears:
+        what = f"with {num_classes} outputs " if num_classes is not None else ""
+        raise ModelSourceError(
+            f"the model has no nn.Linear {what}to serve as the classifier "
+            "head; name its layer with --head"
+        )
+    return linears[-1][0]
+
+
+def _linear_names(model: nn.Module) -> list[str]:
+    return [n for n, m in model.named_modules() if isinstance(m, nn.Linear)] or ["(none)"]
+
+
+def load_weights_into(model: nn.Module, ck: Checkpoint, prefix: str, keys: list[str]) -> None:
+    """Load a checkpoint's tensors for ``keys`` (model names) into ``model``, shapes checked."""
+    tensors = read_tensors(ck, [prefix + k for k in keys])
+    own = model.state_dict()
+    state = {}
+    for k in keys:
+        t = tensors[prefix + k]
+        if tuple(t.shape) != tuple(own[k].shape):
+            raise CheckpointError(
+                f"{ck.path}: tensor {prefix + k!r} has shape {list(t.shape)} "
+                f"but the model's {k!r} has {list(own[k].shape)}; is this "
+                "checkpoint from the same model?"
+            )
+        state[k] = t
+    model.load_state_dict(state, strict=False)
+
+
+def _shapes_match(model: nn.Module, file_shapes: dict[str, tuple], prefix: str) -> bool:
+    return all(
+        prefix + k in file_shapes and file_shapes[prefix + k] == tuple(v.shape)
+        for k, v in model.state_dict().items()
+    )
+
+
+def load_model(
+    spec: str | Callable | None,
+    cs: CheckpointSet,
+    num_classes: int | None = None,
+    prefix: str | None = None,
+    head: str | None = None,
+    device: torch.device | str = "cpu",
+) -> LoadedModel:
+    """Build the model, match the final checkpoint's keys to it and load those weights."""
+    factory = resolve_factory(spec, cs)
+    final = cs.final
+    file_shapes = tensor_shapes(final)
+    model = None
+    if factory.takes_num_classes and num_classes is None:
+        model, num_classes = _guess_classes(factory, file_shapes, prefix)
+    if model is None:
+        try:
+            model = factory.build(num_classes)
+        except ModelSourceError:
+            raise
+        except Exception as e:  # noqa: BLE001  (user code: report it in one line)
+            raise ModelSourceError(
+                f"{factory.description} failed to build the model: {type(e).__name__}: {e}"
+            ) from None
+    keys = list(model.state_dict().keys())
+    hf = final.fmt == "hf" and hasattr(model, "from_pretrained") and prefix is None
+    pre = "" if hf else find_prefix(file_shapes, keys, prefix)
+    model.eval()
+    head_name = find_head(model, num_classes if factory.takes_num_classes else None, head)
+    loaded = LoadedModel(
+        model, factory.description, pre, head_name, "", 0, keys, dict(final.meta), hf
+    )
+    loaded.load(final)
+    loaded.set_head(head_name, final)
+    model.to(device)
+    return loaded
+
+
+def _guess_classes(factory: Factory, file_shapes: dict[str, tuple], prefix: str | None):
+    """(model, num_classes) for a factory that needs the class count, inferred from the file."""
+    sizes: list[int] = []
+    for k in reversed(list(file_shapes)):
+        s = file_shapes[k]
+        if k.endswith("weight") and len(s) == 2 and s[0] >= 2 and s[0] not in sizes:
+            sizes.append(int(s[0]))
+    for c in sizes[:MAX_CLASS_GUESSES]:
+        try:
+            model = factory.build(c)
+        except Exception:  # noqa: BLE001  (a wrong guess may not even build)
+            continue
+        keys = list(model.state_dict().keys())
+        try:
+            pre = find_prefix(file_shapes, keys, prefix)
+        except CheckpointError:
+            continue
+        if _shapes_match(model, file_shapes, pre):
+            return model, c
+    raise ModelSourceError(
+        f"{factory.description} does not match the final checkpoint for any class count the "
+        f"file suggests ({', '.join(map(str, sizes[:MAX_CLASS_GUESSES])) or 'none'}); check "
+        "--model, or give --num-classes (and --prefix if the keys carry one)"
+    )

@@ -1,0 +1,194 @@
+"""``ncip prune``: delete the checkpoints NCIP would not select, keeping the ranking unchanged.
+
+A run that kept every epoch holds many checkpoints of which NCIP uses K. :func:`plan_prune`
+selects them as `ncip rank` does (σ_cos of each head, Algorithm 1 over the last α share) and
+lists the rest with the bytes they take; :func:`apply_prune` writes ``ncip-prune.json`` (what
+was kept, for which K and α) and then deletes the others. `ncip rank` on a pruned folder uses
+exactly the kept checkpoints, so it ranks as it did on the full folder.
+
+Pruning needs an even history (every epoch, or every N steps): a folder whose checkpoints were
+chosen by a metric (Lightning's ``save_top_k`` with a ``monitor``, timm's best-10) or thinned
+unevenly is refused, because NCIP's candidate pool ("the last α of training") would not mean
+what it says there.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ncip.core.collapse import ALPHA, K
+from ncip.core.errors import NcipError
+from ncip.core.io import write_json
+from ncip.tool.formats import (
+    Checkpoint,
+    CheckpointError,
+    CheckpointSet,
+    check_consistent,
+    discover,
+    torch_load,
+)
+
+RECORD = "ncip-prune.json"
+
+
+class PruneError(NcipError, ValueError):
+    """The folder cannot be pruned; the message says why."""
+
+
+@dataclass
+class PrunePlan:
+    folder: Path
+    keep: list[Checkpoint]
+    delete: list[Checkpoint]
+    sizes: dict[Path, int]
+    record: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def bytes_freed(self) -> int:
+        return sum(self.sizes[c.path] for c in self.delete)
+
+    def describe(self) -> str:
+        lines = [
+            f"{self.folder}: keep {len(self.keep)} of {len(self.keep) + len(self.delete)} "
+            f"checkpoints (k = {self.record['k']}, alpha = {self.record['alpha']:g}), "
+            f"delete {len(self.delete)}, freeing {_human(self.bytes_freed)}"
+        ]
+        kept = {c.path for c in self.keep}
+        for c in sorted(self.keep + self.delete, key=lambda c: self.record["order"].index(c.name)):
+            mark = "keep  " if c.path in kept else "delete"
+            lines.append(f"  {mark} {c.name:<40} {_human(self.sizes[c.path]):>10}")
+        if self.record.get("other_files"):
+            lines.append(
+                f"  {self.record['other_files']} other files (optimizer or scheduler "
+                "state, logs, ...) are left as they are"
+            )
+        return "\n".join(lines)
+
+
+def _human(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def _size(p: Path) -> int:
+    return (
+        sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+        if p.is_dir()
+        else p.stat().st_size
+    )
+
+
+def read_record(folder: Path) -> dict[str, Any] | None:
+    f = Path(folder) / RECORD
+    if not f.is_file():
+        return None
+    try:
+        record = json.loads(f.read_text())
+        record["kept"]  # noqa: B018  (must be there)
+        return record
+    except (ValueError, KeyError, TypeError):
+        raise CheckpointError(f"{f} is not a readable prune record; delete it") from None
+
+
+def check_history(cs: CheckpointSet, folder: Path) -> None:
+    """Refuse a history that is uneven (thinned) or chosen by a metric."""
+    if len(cs) < 3:
+        raise PruneError(f"{folder} holds {len(cs)} checkpoints: nothing to prune")
+    for attr in ("step", "epoch"):
+        keys = [getattr(c, attr) for c in cs]
+        if all(k is not None for k in keys):
+            break
+    else:
+        keys = [int(re.findall(r"\d+", c.name)[-1]) for c in cs]
+        attr = "number in the file name"
+    gaps = np.diff(keys)
+    # every gap equal; the last may be shorter (a final save between regular ones)
+    if len(set(gaps[:-1].tolist())) > 1 or (len(gaps) > 1 and gaps[-1] > gaps[0]):
+        raise PruneError(
+            f"{folder}: the checkpoints are not an even history ({attr}s {keys[:8]}"
+            f"{' ...' if len(keys) > 8 else ''}): they look chosen by a metric or thinned, and "
+            "NCIP's pool ('the last alpha of training') would not mean that here; keep every "
+            "epoch (Lightning: save_top_k=-1; timm: the ncip writer) to prune"
+        )
+    if cs.final.fmt == "container":
+        monitor = _lightning_monitor(cs.final)
+        first = cs[0].epoch
+        if monitor and first not in (None, 0, 1):
+            raise PruneError(
+                f"{folder}: Lightning kept these checkpoints by {monitor!r} (a "
+                "ModelCheckpoint monitor), not every epoch; nothing NCIP can prune"
+            )
+
+
+def _lightning_monitor(ck: Checkpoint) -> str | None:
+    obj = torch_load(ck.path)
+    for key in (obj.get("callbacks") or {}) if isinstance(obj, dict) else {}:
+        m = re.search(r"ModelCheckpoint\{.*'monitor': '([^']+)'", str(key))
+        if m:
+            return m.group(1)
+    return None
+
+
+def plan_prune(
+    folder: str | Path,
+    model=None,
+    *,
+    k: int = K,
+    alpha: float = ALPHA,
+    head: str | None = None,
+    num_classes: int | None = None,
+    prefix: str | None = None,
+    ema: bool = False,
+) -> PrunePlan:
+    """What :func:`apply_prune` would keep and delete (nothing is touched)."""
+    from ncip.tool.modelsource import load_model
+    from ncip.tool.rank import head_sigma
+    from ncip.tool.ranking import plan
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise PruneError(f"{folder} is not a folder of checkpoints")
+    if read_record(folder) is not None:
+        raise PruneError(f"{folder} was pruned already ({RECORD}); it holds NCIP's selection")
+    cs = discover(folder, ema)
+    check_consistent(cs)
+    check_history(cs, folder)
+    lm = load_model(model, cs, num_classes, prefix, head, "cpu")
+    usable, sigma, _ = head_sigma(lm, cs, skip_bad=False)
+    pool, chosen, _ = plan(sigma, int(k), alpha)
+    keep = [cs[usable[i]] for i in chosen]
+    kept = {c.path for c in keep}
+    delete = [c for c in cs if c.path not in kept]
+    record = {
+        "k": int(k),
+        "alpha": float(alpha),
+        "kept": [c.name for c in keep],
+        "deleted": [c.name for c in delete],
+        "order": [c.name for c in cs],
+        "sigma_cos": {cs[usable[i]].name: s for i, s in enumerate(sigma)},
+        "head": lm.head_key,
+        "ordered_by": cs.order,
+        "other_files": len(cs.skipped),
+    }
+    return PrunePlan(folder, keep, delete, {c.path: _size(c.path) for c in cs}, record)
+
+
+def apply_prune(p: PrunePlan) -> None:
+    """Write the record, then delete. A crash part-way leaves the record and some files: ranking
+    uses the recorded ones, and the leftovers can be deleted by hand or by pruning again."""
+    write_json(p.folder / RECORD, {**p.record, "bytes_freed": p.bytes_freed})
+    for c in p.delete:
+        if c.path.is_dir():
+            shutil.rmtree(c.path)
+        else:
+            c.path.unlink(missing_ok=True)

@@ -1,0 +1,330 @@
+"""``ncip.rank``: rank a model's test inputs from its own training checkpoints, streamed.
+
+Checkpoints in any format :mod:`ncip.tool.formats` reads, a model from :mod:`ncip.tool.modelsource`,
+inputs from :mod:`ncip.tool.inputs`. σ_cos is read from each checkpoint's head tensor alone, then
+Algorithm 1 selects K; the final checkpoint runs first (its probabilities are kept, O(N × C)),
+then each selected checkpoint in turn, batch by batch, adding its distance to the final's into
+a running TVD sum. Peak memory therefore does not grow with K. Everything is validated on the
+way: finite inputs, finite weights and outputs of every checkpoint (``skip_bad`` drops a bad
+one with a warning instead; the final one is never dropped), unique ids, labels in range.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ncip.core.collapse import ALPHA, K
+from ncip.core.engine import Engine, EngineConfig, resolve_device
+from ncip.core.logs import log, progress_bar
+from ncip.core.scores import softmax64
+from ncip.tool.formats import Checkpoint, CheckpointError, check_consistent, discover, read_tensors
+from ncip.tool.inputs import (
+    InputError,
+    Inputs,
+    check_inputs,
+    load_inputs,
+    plan_preprocess,
+    probe,
+)
+from ncip.tool.modelsource import LoadedModel, ModelSourceError, find_head, load_model
+from ncip.tool.ranking import (
+    Ranking,
+    TVDAccumulator,
+    compare_orders,
+    ncip_table,
+    plan,
+    selection_record,
+)
+
+
+def _bad(ck: Checkpoint, why: str, final: bool, skip_bad: bool) -> None:
+    """Raise for a bad checkpoint, unless it may be dropped (then warn)."""
+    if final:
+        raise CheckpointError(
+            f"{ck.path} {why}; it is the final checkpoint, the model under "
+            "test: remove it to rank with the last good one"
+        )
+    if not skip_bad:
+        raise CheckpointError(
+            f"{ck.path} {why}; remove it, or pass --skip-bad to drop such "
+            "checkpoints with a warning"
+        )
+    log.warning("dropped %s: it %s", ck.path.name, why)
+
+
+def _nonfinite_weight(model: torch.nn.Module) -> str | None:
+    for k, v in model.state_dict().items():
+        if v.is_floating_point() and not bool(torch.isfinite(v).all()):
+            return k
+    return None
+
+
+def _pruned_selection(source, cs) -> dict | None:
+    """The record of ``ncip prune`` in a checkpoint folder, restricting ``cs`` to what it kept."""
+    from ncip.tool.prune import RECORD, read_record
+
+    if not isinstance(source, str | Path) or not Path(source).is_dir():
+        return None
+    record = read_record(Path(source))
+    if record is None:
+        return None
+    kept = record["kept"]
+    names = {c.name for c in cs}
+    missing = [n for n in kept if n not in names]
+    if missing:
+        raise CheckpointError(
+            f"{source} was pruned to {len(kept)} checkpoints ({RECORD}) but "
+            f"{missing[0]} is gone; the selection cannot be rebuilt"
+        )
+    cs.skipped += [(c.name, f"left over, not in {RECORD}") for c in cs if c.name not in kept]
+    cs.checkpoints = [c for c in cs if c.name in kept]
+    return record
+
+
+def head_sigma(lm: LoadedModel, cs, skip_bad: bool) -> tuple[list[int], list[float], list[str]]:
+    """(usable checkpoint indices, their σ_cos, the names dropped) from head tensors alone."""
+    from ncip.core.collapse import sigma_cos
+
+    keep, sigma, dropped = [], [], []
+    for i, ck in enumerate(cs):
+        W = read_tensors(ck, [lm.head_key])[lm.head_key].double().numpy()
+        W = W.reshape(W.shape[0], -1)
+        why = None
+        if W.shape[0] != lm.num_classes:
+            raise CheckpointError(
+                f"{ck.path}: head {lm.head_key!r} has {W.shape[0]} rows, the "
+                f"model {lm.num_classes} classes"
+            )
+        if not np.all(np.isfinite(W)):
+            why = f"holds NaN or infinite values in its head {lm.head_key!r}"
+        elif np.any(np.linalg.norm(W, axis=1) == 0):
+            why = f"has an all-zero class vector in its head {lm.head_key!r}"
+        if why:
+            _bad(ck, why, i == len(cs) - 1, skip_bad)
+            dropped.append(ck.name)
+            continue
+        keep.append(i)
+        sigma.append(sigma_cos(W))
+    return keep, sigma, dropped
+
+
+def _check_finite_inputs(inp: Inputs) -> None:
+    """Float inputs must be finite (integer inputs cannot hold NaN); checked in chunks, so a
+    memory-mapped test set larger than memory is read once and not held."""
+    if np.dtype(inp.x.dtype).kind != "f":
+        return
+    for start in range(0, len(inp), 65536):
+        chunk = np.asarray(inp.x[start : start + 65536])
+        ok = np.isfinite(chunk.reshape(len(chunk), -1)).all(axis=1)
+        if not ok.all():
+            i = start + int(np.flatnonzero(~ok)[0])
+            raise InputError(
+                f"{inp.source}: input {str(inp.ids[i])!r} holds NaN or infinite "
+                "values; fix or drop such inputs (NCIP's scores would be "
+                "meaningless)"
+            )
+
+
+def _pass(
+    engine: Engine,
+    lm: LoadedModel,
+    ck: Checkpoint,
+    inp: Inputs,
+    on_batch: Callable[[int, np.ndarray], None],
+    bar,
+) -> str | None:
+    """Run one checkpoint over all inputs through the engine; call ``on_batch(start, probs)``.
+    Returns why the checkpoint is bad (non-finite weights or outputs), or None."""
+    batches = -(-len(inp) // engine.batch_size)
+    model = lm.load(ck)
+    bad = _nonfinite_weight(model)
+    if bad:
+        bar.update(batches)
+        return f"holds NaN or infinite weights (in {bad!r})"
+    for done, (_, start, z, _) in enumerate(engine.run(lambda _i: None, 1, inp.x)):
+        if not np.all(np.isfinite(z)):
+            bar.update(batches - done)
+            return "produces NaN or infinite outputs"
+        on_batch(start, softmax64(z))
+        bar.update(1)
+    return None
+
+
+def rank(
+    checkpoints: str | Path | Sequence[str | Path],
+    inputs: str | Path | np.ndarray | Inputs,
+    model: str | Callable | None = None,
+    *,
+    k: int = K,
+    alpha: float = ALPHA,
+    ids: Any = None,
+    labels: Any = None,
+    head: str | None = None,
+    num_classes: int | None = None,
+    prefix: str | None = None,
+    ema: bool = False,
+    scale: bool = True,
+    mean: Sequence[float] | None = None,
+    std: Sequence[float] | None = None,
+    batch_size: int = 256,
+    device: str = "auto",
+    skip_bad: bool = False,
+    seed: int = 0,
+    show_progress: bool = True,
+    engine_path: str = "auto",
+    precision: str = "fp32",
+    compile: bool = False,
+) -> Ranking:
+    """Rank ``inputs`` by NCIP from a training run's ``checkpoints``; larger score = label first.
+
+    ``checkpoints``: a folder, a glob (``"ckpt/epoch_*.pt"``) or a list of files, in any format
+    of :mod:`ncip.tool.formats`. ``model``: ``"package.module:function"``,
+    ``"torchvision:NAME"``, an ncip model name, a callable, or None for ncip and Hugging Face
+    checkpoints. ``inputs``: a path (.npz, .npy, image folder) or an array; ``labels`` (path or
+    array) add an honest comparison with margin, DeepGini and random order on this model. Returns a
+    :class:`ncip.tool.ranking.Ranking`: ``table`` (rank, sample_id, ncip, tvd, margin, pred),
+    ``selection`` (candidates with σ_cos, pool, selected), ``evaluation`` and ``notes``.
+    """
+    t0 = time.perf_counter()
+    notes: list[str] = []
+
+    def note(msg: str) -> None:
+        notes.append(msg)
+        log.info("%s", msg)
+
+    if isinstance(k, bool) or int(k) != k or k < 2:
+        raise InputError(
+            f"k must be an integer of at least 2 (the final checkpoint and one more), got {k!r}"
+        )
+    if batch_size < 1:
+        raise InputError(f"batch_size must be positive, got {batch_size}")
+    cs = discover(checkpoints, ema)
+    check_consistent(cs)
+    pruned = _pruned_selection(checkpoints, cs)
+    note(
+        f"{len(cs)} checkpoints ({', '.join(sorted({c.fmt for c in cs}))}), ordered by "
+        f"{cs.order}: {cs[0].name} ... {cs.final.name}"
+    )
+    if cs.skipped:
+        listing = "; ".join(f"{n} ({w})" for n, w in cs.skipped[:6])
+        more = f" and {len(cs.skipped) - 6} more" if len(cs.skipped) > 6 else ""
+        note(f"skipped {len(cs.skipped)} file(s): {listing}{more}")
+    dev = resolve_device(device)
+    lm = load_model(model, cs, num_classes, prefix, head, dev)
+    inp = load_inputs(inputs, ids, labels)
+    pre = plan_preprocess(inp, lm.model, lm.meta, scale, mean, std)
+    note(
+        f"model: {lm.description}; head {lm.head_key!r}"
+        + (f" (prefix {lm.prefix!r} stripped)" if lm.prefix else "")
+    )
+    note(
+        f"inputs: {len(inp)} from {inp.source}, shape {list(inp.x.shape[1:])}; preprocessing: "
+        f"{pre.describe()}"
+    )
+    classes = probe(lm.model, pre, inp, dev, lm.meta)
+    if classes != lm.num_classes:
+        if head:
+            raise ModelSourceError(
+                f"the model outputs {classes} classes but --head {head!r} has {lm.num_classes} rows"
+            )
+        lm.set_head(find_head(lm.model, classes), cs.final)
+    check_inputs(inp, classes)
+
+    usable, sigma, dropped = head_sigma(lm, cs, skip_bad)
+    if len(usable) < 2:
+        raise CheckpointError(
+            f"only {len(usable)} usable checkpoint(s): NCIP needs at least 2 "
+            "(with one it reduces to the final model's margin)"
+        )
+    if pruned:  # the folder holds NCIP's selection already: use it as it is
+        pool = chosen = np.arange(len(usable))
+        whole = None
+        note(
+            f"this folder was pruned to NCIP's selection (k = {pruned['k']}, alpha = "
+            f"{pruned['alpha']:g}; {pruned['ordered_by']}): its {len(usable)} checkpoints are "
+            "used as selected"
+        )
+        k, alpha = pruned["k"], pruned["alpha"]
+    else:
+        pool, chosen, whole = plan(sigma, int(k), alpha)
+    if whole:
+        note(whole)
+    selected = [cs[usable[i]] for i in chosen]
+    final, others = selected[-1], selected[:-1]
+
+    n = len(inp)
+    _check_finite_inputs(inp)
+    engine = Engine(
+        lm.model,
+        dev,
+        EngineConfig(path=engine_path, batch_size=batch_size, precision=precision, compile=compile),
+        pre,
+    )
+    batches = -(-n // engine.batch_size)
+    bar = progress_bar(len(selected) * batches, "NCIP", enabled=show_progress, unit="batch")
+    final_probs = np.empty((n, classes), dtype=np.float64)
+
+    def keep_final(start: int, p: np.ndarray) -> None:
+        final_probs[start : start + len(p)] = p
+
+    bar.set_postfix_str(final.name, refresh=False)
+    why = _pass(engine, lm, final, inp, keep_final, bar)
+    if why:
+        _bad(final, why, True, skip_bad)
+    acc = TVDAccumulator(final_probs)
+    used = [final]
+    for ck in others:
+        bar.set_postfix_str(ck.name, refresh=False)
+        why = _pass(engine, lm, ck, inp, acc.add, bar)
+        if why:
+            _bad(ck, why, False, skip_bad)
+            acc.discard()
+            dropped.append(ck.name)
+            continue
+        acc.checkpoint_done()
+        used.append(ck)
+    bar.close()
+    if len(used) < 2:
+        raise CheckpointError(
+            "fewer than 2 selected checkpoints gave finite outputs: NCIP would "
+            "reduce to the final model's margin"
+        )
+
+    table, score, order = ncip_table(final_probs, acc.tvd(), inp.ids, inp.y, seed)
+    used_names = {c.name for c in used}
+    candidates = [cs[i].describe() for i in usable]
+    record = selection_record(
+        candidates,
+        sigma,
+        pool,
+        chosen,
+        int(k),
+        alpha,
+        whole,
+        order=cs.order,
+        final=str(final.path),
+        head=lm.head_key,
+        model=lm.description,
+        used=[str(c.path) for c in sorted(used, key=lambda c: selected.index(c))],
+        dropped=dropped,
+        skipped=[{"file": f, "reason": r} for f, r in cs.skipped],
+        preprocessing=pre.describe(),
+        engine={"path": engine.path, "batch_size": engine.batch_size, "precision": precision},
+    )
+    for row in record["checkpoints"]:
+        row["selected"] = row["selected"] and Path(row["file"]).name in used_names
+    ev = compare_orders(final_probs, score, inp.y, seed) if inp.y is not None else None
+    seconds = time.perf_counter() - t0
+    record["seconds"] = seconds
+    summary = (
+        f"ranked {n} inputs with {len(used)} checkpoints (selected from {len(pool)} in "
+        f"the pool of {len(cs)}) in {seconds:.1f} s"
+    )
+    notes.append(summary)
+    return Ranking(table, record, ev, notes, order, inp)

@@ -1,0 +1,486 @@
+"""NCIP rankings from predictions, streamed: no model needed, memory independent of K.
+
+:func:`rank_probs` ranks from precomputed class probabilities or logits (a ``[K, N, C]`` array,
+or a sequence of ``[N, C]`` arrays in checkpoint order, final last), so a TensorFlow or JAX user
+can use NCIP on their own predictions (cleanlab's ``pred_probs`` convention). With the head
+weights (or σ_cos) of each checkpoint it first selects checkpoints as NCIP does (Algorithm 1).
+
+TVD is accumulated checkpoint by checkpoint against the final checkpoint's probabilities
+(:class:`TVDAccumulator`), so memory is O(N × C) whatever K is; larger score = label first.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ncip.core.collapse import ALPHA, K, candidate_pool, select_checkpoints, sigma_cos
+from ncip.core.errors import InputError
+from ncip.core.metrics import apfd, order_from_scores, rauc
+from ncip.core.scores import margin, softmax64, zscore
+
+OUTPUT_SUFFIXES = (".csv", ".parquet")
+TABLE_COLUMNS = ["rank", "sample_id", "ncip", "tvd", "margin", "pred"]
+RANDOM_REPEATS = 10
+
+
+class TVDAccumulator:
+    """Eq. 6 streamed: ``sum_m sum_c |p_c^(m) - p_c^(T)|`` added batch by batch, then / (2|S|).
+
+    Holds the final checkpoint's probabilities ``[N, C]`` (float64) and two running sums per
+    input (the checkpoints done, and the one in progress, so a checkpoint found bad half-way
+    can be dropped). The result equals :func:`ncip.study.scores.tvd` on the stacked array (the
+    final's own zero term counts in |S|, as in Eq. 6).
+    """
+
+    def __init__(self, final_probs: np.ndarray):
+        self.final = np.asarray(final_probs, dtype=np.float64)
+        if self.final.ndim != 2 or self.final.shape[1] < 2:
+            raise InputError(
+                f"final probabilities must be [N, C] with C >= 2, got {self.final.shape}"
+            )
+        self.sums = np.zeros(len(self.final))
+        self._current = np.zeros(len(self.final))
+        self.checkpoints = 1  # the final checkpoint, whose distance to itself is 0
+
+    def add(self, start: int, probs: np.ndarray) -> None:
+        """Add one batch (rows ``start:start+len(probs)``) of the checkpoint in progress."""
+        p = np.asarray(probs, dtype=np.float64)
+        stop = start + len(p)
+        self._current[start:stop] = np.abs(p - self.final[start:stop]).sum(axis=1)
+
+    def checkpoint_done(self) -> None:
+        self.sums += self._current
+        self._current[:] = 0.0
+        self.checkpoints += 1
+
+    def discard(self) -> None:
+        """Forget the checkpoint in progress."""
+        self._current[:] = 0.0
+
+    def tvd(self) -> np.ndarray:
+        return self.sums / (2.0 * self.checkpoints)
+
+
+@dataclass
+class Ranking:
+    """A ranking (most likely misclassified first), the checkpoint selection behind it and,
+    with labels, how NCIP compares with simpler orders on the same model."""
+
+    table: pd.DataFrame  # rank, sample_id, ncip, tvd, margin, pred (+ label)
+    selection: dict[str, Any]
+    evaluation: pd.DataFrame | None = None
+    notes: list[str] = field(default_factory=list)
+    order: np.ndarray | None = None  # input indices in rank order (row i of the table)
+    inputs: Any = None  # the ranked ncip.tool.inputs.Inputs, when a model ranked them (previews)
+
+    def evaluation_text(self) -> str:
+        return "" if self.evaluation is None else format_evaluation(self.evaluation)
+
+    def save(
+        self,
+        out: Path | str,
+        preview: Path | str | None = None,
+        images: Any = None,
+        class_names: list[str] | None = None,
+    ) -> list[Path]:
+        """Write the table (CSV or Parquet by suffix), ``<stem>.selection.json`` beside it and,
+        with labels, ``<stem>.evaluation.json``; all or nothing. Returns the paths written.
+
+        ``preview`` (a .png) needs ``images(i)``: the stored input of the i-th ranked row."""
+        from ncip.core.io import atomic_group
+
+        out = Path(out)
+        check_output_path(out, None if preview is None else Path(preview))
+        fmt = out.suffix.lower()
+        files = {
+            out: lambda p: _write_table(self.table, p, fmt),
+            sidecar(out, "selection"): lambda p: _write_json(p, self.selection),
+        }
+        if self.evaluation is not None:
+            files[sidecar(out, "evaluation")] = lambda p: _write_json(
+                p,
+                {
+                    "methods": self.evaluation.to_dict(orient="records"),
+                    "summary": verdict(self.evaluation),
+                },
+            )
+        if preview is not None:
+            from ncip.tool.figures import preview_grid
+
+            files[Path(preview)] = lambda p: preview_grid(self.table, images, p, class_names)
+        with atomic_group(list(files)) as tmps:
+            for (_, write), tmp in zip(files.items(), tmps, strict=True):
+                write(tmp)
+        return list(files)
+
+
+def sidecar(out: Path, what: str) -> Path:
+    return out.with_name(f"{out.stem}.{what}.json")
+
+
+def check_output_path(out: Path, preview: Path | None = None) -> None:
+    """Refuse an output path before any work: wrong suffix, a folder, an unwritable place."""
+    if out.suffix.lower() not in OUTPUT_SUFFIXES:
+        raise InputError(f"--out {out}: end it in .csv or .parquet")
+    for p in (out, preview):
+        if p is None:
+            continue
+        if p.is_dir():
+            raise InputError(
+                f"{p} is a folder; give a file name inside it, such as "
+                f"{p / ('ranking' + (p.suffix or '.csv'))}"
+            )
+        parent = p.parent if str(p.parent) else Path(".")
+        existing = next((a for a in [parent, *parent.parents] if a.exists()), Path("."))
+        if not existing.is_dir():
+            raise InputError(f"cannot write {p}: {existing} is a file, not a folder")
+    if preview is not None and Path(preview).suffix.lower() != ".png":
+        raise InputError(f"--preview {preview}: end it in .png")
+
+
+def _write_table(table: pd.DataFrame, path: Path, fmt: str) -> None:
+    if fmt == ".parquet":
+        table.to_parquet(path, index=False)
+    else:
+        table.to_csv(path, index=False)
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    from ncip.core.io import _finite
+
+    path.write_text(json.dumps(_finite(obj), indent=2, allow_nan=False, default=_plain) + "\n")
+
+
+def _plain(o: Any) -> Any:
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"cannot write {type(o).__name__} as JSON")
+
+
+# ---------------------------------------------------------------------------------------------
+# Selection
+
+
+def selection_note(m: int, pool: int, k: int, alpha: float) -> str | None:
+    """One plain line when K >= the pool (selection then keeps everything), saying what would
+    make it select; None otherwise."""
+    if k < pool:
+        return None
+    line = (
+        f"K = {k} is at least the {pool} checkpoints in the pool (the last {alpha:g} of "
+        f"{m}): selection keeps the whole pool, so sigma_cos chooses nothing"
+    )
+    if pool <= 2:
+        return line + "; keep more checkpoints for NCIP to select from"
+    hint = f"use --k below {pool} (e.g. --k {max(2, pool // 2)})"
+    if m > k:
+        a = math.ceil((k + 0.5) / m * 100) / 100
+        if a <= 1:
+            hint += f" or --alpha {a:.2f} or more"
+    return f"{line}; {hint}, or keep more checkpoints"
+
+
+def plan(sigma: Sequence[float], k: int, alpha: float) -> tuple[np.ndarray, np.ndarray, str | None]:
+    """(pool indices, selected indices, note) over m checkpoints in training order."""
+    s = np.asarray(sigma, dtype=np.float64)
+    pool = candidate_pool(len(s), alpha)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the note below says it better
+        chosen = pool[select_checkpoints(s[pool], k)]
+    return pool, chosen, selection_note(len(s), len(pool), k, alpha)
+
+
+def selection_record(
+    candidates: list[dict[str, Any]],
+    sigma: Sequence[float],
+    pool: np.ndarray,
+    chosen: np.ndarray,
+    k: int,
+    alpha: float,
+    note: str | None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """The JSON record of a selection: every candidate with σ_cos, the pool, the selected."""
+    pool_set, chosen_set = set(pool.tolist()), set(chosen.tolist())
+    rows = []
+    for i, (c, s) in enumerate(zip(candidates, sigma, strict=True)):
+        rows.append(
+            {
+                "position": i + 1,
+                **c,
+                "sigma_cos": float(s),
+                "in_pool": i in pool_set,
+                "selected": i in chosen_set,
+            }
+        )
+    return {
+        "k": int(k),
+        "alpha": float(alpha),
+        "num_checkpoints": len(rows),
+        "pool_size": len(pool),
+        "selected_count": len(chosen),
+        "whole_pool": note is not None,
+        "note": note,
+        **extra,
+        "checkpoints": rows,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Table and evaluation
+
+
+def ncip_table(
+    final_probs: np.ndarray,
+    tvd: np.ndarray,
+    ids: np.ndarray,
+    labels: np.ndarray | None = None,
+    seed: int = 0,
+) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """(the ranked table, the NCIP scores in input order, the order) from the final
+    probabilities and TVD."""
+    # margin() partitions a copy of its input: in chunks, that copy stays small
+    m = np.concatenate(
+        [margin(final_probs[i : i + 8192]) for i in range(0, len(final_probs), 8192)]
+    )
+    score = zscore(tvd) + zscore(1.0 - m)  # NCIP Eq. 8
+    order = order_from_scores(score, seed)
+    table = pd.DataFrame(
+        {
+            "rank": np.arange(1, len(order) + 1),
+            "sample_id": np.asarray(ids).astype(str)[order],
+            "ncip": score[order],
+            "tvd": np.asarray(tvd)[order],
+            "margin": m[order],
+            "pred": final_probs.argmax(axis=1)[order],
+        }
+    )
+    if labels is not None:
+        table["label"] = np.asarray(labels)[order]
+    return table, score, order
+
+
+def compare_orders(
+    final_probs: np.ndarray, ncip_scores: np.ndarray, labels: np.ndarray, seed: int = 0
+) -> pd.DataFrame:
+    """NCIP against the final model's margin, DeepGini and random order, on labelled inputs:
+    RAUC-100/500/ALL, APFD and the faults (misclassified inputs) in the top 10%."""
+    from ncip.core.scores import deepgini
+
+    p = np.asarray(final_probs, dtype=np.float64)
+    y = np.asarray(labels)
+    fault = p.argmax(axis=1) != y
+    n = len(y)
+    top10 = max(1, math.ceil(0.1 * n))
+    logits = np.log(np.maximum(p, np.finfo(np.float64).tiny))
+    methods = {
+        "NCIP": [ncip_scores],
+        "Margin": [1.0 - margin(p)],
+        "DeepGini": [deepgini(logits)],
+        "Random": [
+            np.random.default_rng(seed * 1000 + r).permutation(n).astype(np.float64)
+            for r in range(RANDOM_REPEATS)
+        ],
+    }
+    rows = []
+    for name, runs in methods.items():
+        vals = []
+        for s in runs:
+            f = fault[order_from_scores(s, seed)]
+            vals.append([rauc(f, 100), rauc(f, 500), rauc(f), apfd(f), int(f[:top10].sum())])
+        v = np.nanmean(np.array(vals, dtype=np.float64), axis=0) if fault.any() else [np.nan] * 5
+        rows.append(
+            {
+                "method": name,
+                "rauc_100": v[0],
+                "rauc_500": v[1],
+                "rauc_all": v[2],
+                "apfd": v[3],
+                "faults_top10pct": float(v[4]),
+                "faults": int(fault.sum()),
+                "inputs": n,
+                "top10pct": top10,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def verdict(ev: pd.DataFrame) -> str:
+    """One honest sentence: did NCIP beat the final model's margin (and the others) here?"""
+    r = ev.set_index("method")["rauc_all"]
+    if ev["faults"].iloc[0] == 0:
+        return "the model gets every labelled input right: there is nothing to rank"
+    best_other = r.drop("NCIP").idxmax()
+    gap, lead = r["NCIP"] - r["Margin"], r["NCIP"] - r[best_other]
+    vs_margin = f"{gap:+.3f} against the final model's margin alone"
+    if abs(lead) < 0.0005:
+        return (
+            f"NCIP ties {best_other} on RAUC-ALL ({r['NCIP']:.3f}; {vs_margin}): here the "
+            "checkpoints add little beyond the final model's confidence"
+        )
+    if lead > 0:
+        return (
+            f"NCIP is best on RAUC-ALL ({r['NCIP']:.3f}, {lead:+.3f} over {best_other}; "
+            f"{vs_margin})"
+        )
+    return (
+        f"NCIP does not beat {best_other} on this model (RAUC-ALL {r['NCIP']:.3f} against "
+        f"{r[best_other]:.3f}; {vs_margin}): here the checkpoints add little beyond the "
+        "final model's confidence"
+    )
+
+
+def format_evaluation(ev: pd.DataFrame) -> str:
+    n, faults, top = (
+        int(ev["inputs"].iloc[0]),
+        int(ev["faults"].iloc[0]),
+        int(ev["top10pct"].iloc[0]),
+    )
+    lines = [
+        f"on your {n} labelled inputs ({faults} misclassified by the final model):",
+        (
+            f"{'method':<9} {'RAUC-100':>8} {'RAUC-500':>8} {'RAUC-ALL':>8} {'APFD':>6} "
+            f"{'faults in top 10%':>18}"
+        ),
+    ]
+    for r in ev.itertuples():
+        share = (
+            f"{r.faults_top10pct:.0f} of {top}"
+            if r.method != "Random"
+            else f"{r.faults_top10pct:.1f} of {top}"
+        )
+        lines.append(
+            f"{r.method:<9} {r.rauc_100:>8.3f} {r.rauc_500:>8.3f} {r.rauc_all:>8.3f} "
+            f"{r.apfd:>6.3f} {share:>18}"
+        )
+    lines.append(verdict(ev))
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Ranking from predictions
+
+
+def _as_probs(a: np.ndarray, kind: str, what: str) -> np.ndarray:
+    a = np.asarray(a, dtype=np.float64)
+    if a.ndim != 2 or a.shape[1] < 2:
+        raise InputError(f"{what} must be [N, C] with C >= 2, got shape {list(a.shape)}")
+    if not np.all(np.isfinite(a)):
+        bad = int((~np.isfinite(a)).any(axis=1).sum())
+        raise InputError(
+            f"{what} holds NaN or infinite values in {bad} rows; fix or drop that "
+            "checkpoint's predictions"
+        )
+    if kind == "auto":
+        sums = a.sum(axis=1)
+        kind = (
+            "probs"
+            if a.min() >= 0 and a.max() <= 1 and np.allclose(sums, 1, atol=1e-4)
+            else "logits"
+        )
+    if kind == "logits":
+        return softmax64(a)
+    if kind != "probs":
+        raise InputError(f"kind must be 'auto', 'probs' or 'logits', got {kind!r}")
+    if a.min() < 0 or not np.allclose(a.sum(axis=1), 1, atol=1e-4):
+        raise InputError(
+            f"{what} are not probabilities (rows must be >= 0 and sum to 1); pass "
+            "kind='logits' for logits"
+        )
+    return a
+
+
+def rank_probs(
+    probs: np.ndarray | Sequence[np.ndarray],
+    *,
+    ids: Sequence | np.ndarray | None = None,
+    labels: Sequence | np.ndarray | None = None,
+    heads: Sequence[np.ndarray] | None = None,
+    sigma: Sequence[float] | None = None,
+    k: int = K,
+    alpha: float = ALPHA,
+    kind: str = "auto",
+    seed: int = 0,
+) -> Ranking:
+    """Rank inputs by NCIP from each checkpoint's predictions; larger score = label first.
+
+    ``probs``: a ``[K, N, C]`` array or a sequence of ``[N, C]`` arrays (memory maps are read
+    one at a time), one per checkpoint in training order, the final (model under test) last;
+    probabilities or logits (``kind``: "auto" tells them apart by rows summing to 1).
+    ``heads`` (each checkpoint's classifier weight ``[C, d]``) or ``sigma`` (their σ_cos) let
+    NCIP select K of them first (Algorithm 1 over the last ``alpha`` share); without either,
+    every given checkpoint is used. ``labels`` add a comparison with margin, DeepGini and
+    random order. Returns a :class:`Ranking` whose ``table`` has columns rank, sample_id, ncip,
+    tvd, margin, pred.
+    """
+    seq = probs if not isinstance(probs, np.ndarray) else [probs[i] for i in range(len(probs))]
+    if isinstance(probs, np.ndarray) and probs.ndim != 3:
+        raise InputError(
+            f"probs must be [K, N, C] (checkpoints, inputs, classes), got {list(probs.shape)}"
+        )
+    seq = list(seq)
+    m = len(seq)
+    if m < 2:
+        raise InputError(
+            "NCIP needs the predictions of at least 2 checkpoints; with one it "
+            "reduces to the final model's margin"
+        )
+    if heads is not None and sigma is not None:
+        raise InputError("give heads or sigma, not both")
+    if heads is not None:
+        sigma = [sigma_cos(np.asarray(h)) for h in heads]
+    candidates = [{"index": i} for i in range(m)]
+    if sigma is not None:
+        if len(sigma) != m:
+            raise InputError(f"{len(sigma)} heads/sigma values for {m} checkpoints")
+        pool, chosen, note = plan(sigma, k, alpha)
+    else:
+        pool = chosen = np.arange(m)
+        note = None
+        sigma = [float("nan")] * m
+    final = _as_probs(seq[chosen[-1]], kind, f"checkpoint {int(chosen[-1])}'s predictions")
+    acc = TVDAccumulator(final)
+    for i in chosen[:-1]:
+        p = _as_probs(seq[i], kind, f"checkpoint {int(i)}'s predictions")
+        if p.shape != final.shape:
+            raise InputError(
+                f"checkpoint {int(i)}'s predictions have shape {list(p.shape)}, the "
+                f"final's {list(final.shape)}"
+            )
+        acc.add(0, p)
+        acc.checkpoint_done()
+    n = len(final)
+    ids_arr = np.arange(n).astype(str) if ids is None else np.asarray(ids).astype(str)
+    if len(ids_arr) != n or len(set(ids_arr.tolist())) != n:
+        raise InputError(f"ids must be {n} unique values, one per input")
+    y = None
+    if labels is not None:
+        y = np.asarray(labels)
+        if y.shape != (n,) or y.dtype.kind not in "iu" or y.min() < 0 or y.max() >= final.shape[1]:
+            raise InputError(f"labels must be {n} integer classes in 0..{final.shape[1] - 1}")
+    table, score, order = ncip_table(final, acc.tvd(), ids_arr, y, seed)
+    record = selection_record(
+        candidates,
+        sigma,
+        pool,
+        chosen,
+        k,
+        alpha,
+        note,
+        selected_by="sigma_cos" if heads is not None or not np.isnan(sigma[0]) else "all given",
+    )
+    ev = compare_orders(final, score, y, seed) if y is not None else None
+    return Ranking(table, record, ev, [note] if note else [], order)

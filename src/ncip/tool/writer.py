@@ -1,0 +1,145 @@
+"""Keep the checkpoints NCIP needs while training: one safetensors file per epoch (or every N
+steps), with the metadata `ncip rank` reads, and σ_cos of the head as training goes.
+
+    writer = ncip.CheckpointWriter("ckpt", model="mynet:Net")   # head: found, or head="..."
+    for epoch in range(1, epochs + 1):
+        train_one_epoch(...)
+        writer.save(model, epoch=epoch)
+    # then: ncip rank ckpt --inputs test.npz --out ranking.csv     (no --model needed)
+
+Each file is written atomically (temporary name, then rename); saving an epoch or step again
+(a resumed run) replaces its file and its row, so nothing is duplicated. ``sigma_cos.csv`` (and
+``sigma_cos.png``) beside the checkpoints show neural collapse arriving: σ_cos (Eq. 5) of the
+head falls as class vectors become equiangular. The PyTorch Lightning and Hugging Face
+callbacks (:mod:`ncip.tool.lightning`, :mod:`ncip.tool.hf`) use this writer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch.nn as nn
+
+from ncip.core.checkpoints import save_state
+from ncip.core.collapse import sigma_cos
+from ncip.core.errors import InputError
+from ncip.core.io import write_csv
+from ncip.core.logs import log
+
+HISTORY = "sigma_cos.csv"
+PLOT = "sigma_cos.png"
+
+
+def factory_spec(model: str | Callable | None) -> str | None:
+    """How `ncip rank` will rebuild the model: ``"package.module:function"`` as given, or that
+    spec of an importable class or function; None (with a warning) when it cannot be."""
+    if model is None or isinstance(model, str):
+        return model
+    module, name = getattr(model, "__module__", None), getattr(model, "__qualname__", None)
+    if not module or not name or module == "__main__" or "<" in name:
+        log.warning(
+            "the model factory %r is defined in the training script itself; define it in "
+            "a module to let `ncip rank` rebuild it, or pass --model when ranking",
+            model,
+        )
+        return None
+    return f"{module}:{name}"
+
+
+class CheckpointWriter:
+    """Write ncip checkpoints while training (see the module docstring).
+
+    ``head``: the classifier layer's name (default: the last ``nn.Linear``); ``model``: how to
+    rebuild the model (a ``"package.module:function"`` spec, or the class/function itself);
+    ``input_shape`` (one input, e.g. ``[1, 28, 28]``), ``mean``/``std`` are recorded for
+    `ncip rank` to check and preprocess inputs; ``plot`` draws ``sigma_cos.png``."""
+
+    def __init__(
+        self,
+        directory: str | Path,
+        *,
+        head: str | None = None,
+        model: str | Callable | None = None,
+        input_shape: Sequence[int] | None = None,
+        mean: Sequence[float] | None = None,
+        std: Sequence[float] | None = None,
+        plot: bool = True,
+        extra: dict[str, Any] | None = None,
+    ):
+        self.dir = Path(directory)
+        self.head = head
+        self.factory = factory_spec(model)
+        self.input_shape = list(input_shape) if input_shape is not None else None
+        self.mean = list(mean) if mean is not None else None
+        self.std = list(std) if std is not None else None
+        self.plot = plot
+        self.extra = dict(extra or {})
+
+    def path_for(self, epoch: int | None, step: int | None) -> Path:
+        if epoch is not None:
+            return self.dir / f"epoch-{int(epoch):04d}.safetensors"
+        if step is not None:
+            return self.dir / f"step-{int(step):09d}.safetensors"
+        raise InputError("give the epoch or the step of the checkpoint")
+
+    def save(
+        self,
+        model: nn.Module,
+        *,
+        epoch: int | None = None,
+        step: int | None = None,
+        metrics: dict[str, float] | None = None,
+    ) -> Path:
+        """Write ``model``'s weights as the checkpoint of ``epoch`` (or ``step``); return its
+        path. σ_cos of the head is added to ``sigma_cos.csv``."""
+        from ncip.tool.modelsource import find_head
+
+        head = find_head(model, None, self.head)
+        state = model.state_dict()
+        weight = state[f"{head}.weight"].detach().cpu().double()
+        W = weight.reshape(weight.shape[0], -1).numpy()
+        sigma = sigma_cos(W)
+        meta = {
+            "writer": "ncip.CheckpointWriter",
+            "epoch": epoch,
+            "step": step,
+            "head_key": f"{head}.weight",
+            "num_classes": int(W.shape[0]),
+            "input_shape": self.input_shape,
+            "factory": self.factory,
+            "mean": self.mean,
+            "std": self.std,
+            "metrics": metrics or {},
+            **self.extra,
+        }
+        meta = {k: v for k, v in meta.items() if v is not None}
+        path = self.path_for(epoch, step)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        save_state(path, state, meta)
+        self._record({"epoch": epoch, "step": step, "sigma_cos": sigma, **(metrics or {})})
+        return path
+
+    def history(self) -> pd.DataFrame:
+        f = self.dir / HISTORY
+        return (
+            pd.read_csv(f) if f.is_file() else pd.DataFrame(columns=["epoch", "step", "sigma_cos"])
+        )
+
+    def _record(self, row: dict[str, Any]) -> None:
+        hist = self.history()
+        key = "epoch" if row["epoch"] is not None else "step"
+        if len(hist) and key in hist:
+            hist = hist[hist[key] != row[key]]  # a resumed run writes the epoch again
+        hist = pd.concat([hist, pd.DataFrame([row])], ignore_index=True)
+        hist = hist.sort_values(key, kind="stable").reset_index(drop=True)
+        write_csv(self.dir / HISTORY, hist)
+        if self.plot:
+            self._draw(hist, key)
+
+    def _draw(self, hist: pd.DataFrame, key: str) -> None:
+        from ncip.tool.figures import sigma_figure
+
+        sigma_figure(hist, key, self.dir / PLOT)
