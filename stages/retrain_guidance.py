@@ -1,5 +1,7 @@
 """retrain-guidance: fine-tune on the training set plus each method's top 20% of a held-out pool,
-beside two controls (nothing added, random selection); RQ3, paper Fig. 6."""
+beside two controls (nothing added, random selection); RQ3, paper Fig. 6. One group of arms per
+run (NCIP's, the baselines', the controls'), so a K experiment re-runs NCIP's arms alone;
+publish-records merges the groups."""
 
 import time
 from pathlib import Path
@@ -12,11 +14,10 @@ from ncip.core.io import write_json
 from ncip.study.data import load_info, load_split
 from ncip.study.retrain import (
     RetrainConfig,
-    method_scores,
+    group_scores,
     resolution,
     retrain_gains,
     stored_predictions,
-    summarize,
     training_config,
 )
 from ncip.study.stage import check_outputs, default, stage_main
@@ -29,11 +30,12 @@ app = typer.Typer(add_completion=False)
 def main(
     data: Path = typer.Option(...),
     checkpoints: Path = typer.Option(...),
-    scores: Path = typer.Option(..., help="this subject-run's score tables"),
+    group: str = typer.Option(..., help="the arms: ncip, baselines or controls"),
+    scores: Path | None = typer.Option(None, help="the group's score table (not for controls)"),
     predictions: Path | None = typer.Option(
         None, help="predict-probabilities output: the final model's stored test predictions"
     ),
-    out: Path = typer.Option(..., help="gains per method (JSON)"),
+    out: Path = typer.Option(..., help="per-seed gains of the group's arms (JSON)"),
     budget: float = typer.Option(
         default(RetrainConfig, "budget"), help="share of the candidate pool used for fine-tuning"
     ),
@@ -55,17 +57,22 @@ def main(
     check_outputs(out)
     info = load_info(data)
     test = load_split(data / "test.npz", info)
-    by_method = method_scores(scores, test)
+    by_method = group_scores(group, scores, test)
     final = list_checkpoints(checkpoints)[-1].path
     model = load_model(final, resolve_device(device))
     pred = stored_predictions(predictions, test) if predictions is not None else None
     training = training_config(final)
     train = load_split(data / "train.npz", info)
-    rows = retrain_gains(model, train, test, by_method, cfg, seed, pred, training)
-    record = {"config": cfg.__dict__, "optimizer": training.get("optimizer", "adam")}
+    controls = group == "controls"
+    rows = retrain_gains(model, train, test, by_method, cfg, seed, pred, training, controls)
+    record = {
+        "group": group,
+        "config": cfg.__dict__,
+        "optimizer": training.get("optimizer", "adam"),
+    }
     record.update(resolution(rows), training_inputs=len(train))
     record["seconds"] = time.perf_counter() - t0
-    write_json(out, {**record, "methods": summarize(rows)})
+    write_json(out, {**record, "rows": rows.to_dict("records")})
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import yaml
 from ncip.core.checkpoints import check_data_matches, list_checkpoints
 from ncip.core.engine import resolve_device
 from ncip.core.io import write_json, write_parquet
+from ncip.core.metrics import run_seed
 from ncip.study.data import adversarial_sets, load_info, load_split
 from ncip.study.predict import Predictions
 from ncip.study.scores import ScoringContext
@@ -51,7 +52,7 @@ def main(
     sets = {"test": load_split(data / "test.npz", info), **adversarial_sets(adversarial, info=info)}
     ctx = ScoringContext(
         subject=subject,
-        seed=seed * 1000 + run,
+        seed=run_seed(seed, run),
         checkpoint_dir=checkpoints,
         eval_splits=sets,
         train=load_split(data / "train.npz", info),

@@ -81,7 +81,7 @@ def missing_deps(dvc_yaml: Path) -> dict[str, list[str]]:
     stages = yaml.safe_load(dvc_yaml.read_text())["stages"]
     out = {}
     for name, st in stages.items():
-        m = re.search(r"python (stages/\S+\.py)", st["cmd"])
+        m = re.search(r"scripts/py (stages/\S+\.py)", st["cmd"])
         assert m, f"{name}: its cmd runs no stage script"
         deps = [d if isinstance(d, str) else next(iter(d)) for d in st.get("deps", [])]
         need = [m.group(1)] + sorted(

@@ -117,7 +117,7 @@ def test_an_external_subject_runs_through_dvc_repro_into_the_report(repo):
             ).stdout
         )["ncip"]
     )
-    assert meta["arch"] == "external" and meta["source"].endswith("epoch-0008.safetensors")
+    assert meta["arch"] == "external" and meta["source"].endswith("epoch-008.safetensors")
     report = (d / "metrics" / "report.md").read_text()
     assert "## Models trained elsewhere" in report and "digits-mynet" in report
     clean = json.loads((d / "metrics" / "clean.json").read_text())
@@ -131,7 +131,7 @@ def test_a_changed_external_checkpoint_is_reimported_and_training_stays_skipped(
     d, env, dvc, _ = repo
     status = run(dvc + ["status"], d, env)
     assert "changed" not in status
-    f = d / "data" / "external" / "digits-mynet" / "ckpt" / "epoch-0008.safetensors"
+    f = d / "data" / "external" / "digits-mynet" / "ckpt" / "epoch-008.safetensors"
     from safetensors import safe_open
     from safetensors.torch import save_file
 

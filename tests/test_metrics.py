@@ -13,7 +13,7 @@ from ncip.core.metrics import (
 
 
 def test_rauc_worked_example_from_the_spec():
-    # baselines.md §3.1: N = 10, F = 4, top-5 flags 1,0,0,0,0 -> (G) = 5/14, (P) = 1.0
+    # docs/baselines.md §3.1: N = 10, F = 4, top-5 flags 1,0,0,0,0 -> (G) = 5/14, (P) = 1.0
     flags = np.array([1, 0, 0, 0, 0, 1, 1, 0, 1, 0])
     assert rauc(flags, 5) == pytest.approx(5 / 14)
     assert rauc_prefix(flags, 5) == pytest.approx(1.0)
@@ -47,7 +47,7 @@ def test_no_faults_is_nan():
 
 
 def test_random_order_matches_analytic_expectation():
-    # baselines.md §2.1: N = 10^4, F = 10^3 -> RAUC-ALL about 0.526; RAUC-n = F/N for n <= F
+    # docs/baselines.md §2.1: N = 10^4, F = 10^3 -> RAUC-ALL about 0.526; RAUC-n = F/N for n <= F
     N, F = 10_000, 1_000
     flags = np.zeros(N, bool)
     flags[:F] = True

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -56,7 +57,9 @@ def test_repro_runs_every_stage_and_writes_metrics(repo):
         "score-baselines",
         "evaluate-rauc",
         "analyze-checkpoints",
-        "retrain-guidance",
+        "retrain-ncip",
+        "retrain-baselines",
+        "retrain-controls",
         "publish-records",
         "report",
     ):
@@ -92,9 +95,14 @@ def test_repro_runs_every_stage_and_writes_metrics(repo):
     for rec, pub in (
         ("records/training/digits-lenet5-run-0.csv", "plots/training/digits-lenet5-run-0.csv"),
         ("records/attacks/digits-lenet5-run-0.json", "metrics/attacks/digits-lenet5-run-0.json"),
-        ("records/retrain/digits-lenet5-run-0.json", "metrics/retrain/digits-lenet5-run-0.json"),
     ):
         assert (d / rec).read_bytes() == (d / pub).read_bytes()
+    # retraining: one record per group of arms, merged into one per subject-run
+    groups = sorted(p.stem for p in (d / "records" / "retrain" / "digits-lenet5-run-0").iterdir())
+    assert groups == ["baselines", "controls", "ncip"]
+    merged = json.loads((d / "metrics" / "retrain" / "digits-lenet5-run-0.json").read_text())
+    assert {"control:none", "control:random", "ncip", "deepgini"} <= set(merged["methods"])
+    assert merged["methods"]["control:none"]["vs_none"] == 0.0
     assert (d / "plots" / "analysis" / "digits-lenet5-run-0" / "tsne.png").exists()
     assert len(list((d / "models" / "digits-lenet5" / "run-0").glob("*.safetensors"))) == 6
 
@@ -123,6 +131,53 @@ def test_every_file_a_stage_reads_is_a_declared_dependency(repo):
     assert not gaps, "files read but not declared in dvc.yaml:\n" + "\n".join(gaps)
 
 
+def test_editing_the_tool_leaves_every_study_stage_up_to_date(repo):
+    """The layers at work: a change to any tool-only module re-runs no stage of the study."""
+    d, env, dvc, _ = repo
+    tool = sorted((d / "src" / "ncip" / "tool").glob("*.py"))
+    assert len(tool) >= 8
+    saved = {f: f.read_text() for f in tool}
+    try:
+        for f in tool:
+            f.write_text(saved[f] + "\n# a tool-only change\n")
+        out = run(dvc + ["status"], d, env)
+        assert "up to date" in out, out
+        (d / "src" / "ncip" / "core" / "collapse.py").write_text(
+            (d / "src" / "ncip" / "core" / "collapse.py").read_text() + "\n# a core change\n"
+        )
+        out = run(dvc + ["status"], d, env)
+        assert "select-checkpoints@digits-lenet5-0" in out  # the check can fail
+    finally:
+        for f, text in saved.items():
+            f.write_text(text)
+        core = d / "src" / "ncip" / "core" / "collapse.py"
+        core.write_text(core.read_text().replace("\n# a core change\n", ""))
+    assert "up to date" in run(dvc + ["status"], d, env)
+
+
+def test_stage_commands_run_the_project_interpreter_without_it_on_the_path(tmp_path):
+    """`.venv/bin/dvc repro` from a shell whose PATH lacks the venv runs the stages with the
+    project's interpreter (scripts/py), not whatever `python` the shell finds."""
+    root = Path(__file__).resolve().parents[1]
+    venv = root / ".venv"
+    if not (venv / "bin" / "dvc").exists():
+        pytest.skip("needs the project's .venv (make test creates it)")
+    d = tmp_path / "p"
+    (d / "scripts").mkdir(parents=True)
+    (d / "scripts" / "py").write_bytes((root / "scripts" / "py").read_bytes())
+    (d / "scripts" / "py").chmod(0o755)
+    (d / ".venv").symlink_to(venv)
+    (d / "dvc.yaml").write_text(
+        'stages:\n  which:\n    cmd: scripts/py -c "import sys, pandas; '
+        "open('out.txt', 'w').write(sys.prefix)\"\n    outs:\n      - out.txt\n"
+    )
+    env = {**dvc_env(), "PATH": "/usr/bin:/bin"}
+    run(["git", "init", "-q"], d, env)
+    run([str(venv / "bin" / "dvc"), "init", "-q"], d, env)
+    run([str(venv / "bin" / "dvc"), "repro"], d, env)
+    assert Path((d / "out.txt").read_text()).resolve() == venv.resolve()
+
+
 def test_exp_run_k_reruns_selection_onwards_but_not_training(repo):
     d, env, dvc, _ = repo
     ckpts = sorted((d / "models" / "digits-lenet5" / "run-0").glob("*.safetensors"))
@@ -135,6 +190,10 @@ def test_exp_run_k_reruns_selection_onwards_but_not_training(repo):
     assert "Running stage 'generate-adversarial" not in out
     assert [(p.stat().st_ino, p.stat().st_mtime_ns) for p in ckpts] == before
     assert "Running stage 'score-baselines" not in out
+    # of the retraining arms, only NCIP's re-run: the baselines' and the controls' stay
+    assert "Running stage 'retrain-ncip@digits-lenet5-0'" in out
+    assert "Running stage 'retrain-baselines" not in out
+    assert "Running stage 'retrain-controls" not in out
     sel = json.loads((d / "selection" / "digits-lenet5" / "run-0.json").read_text())
     assert sel["k"] == 4 and len(sel["selected_epochs"]) == 4
     diff = run(dvc + ["metrics", "diff", "--json"], d, env)

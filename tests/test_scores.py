@@ -91,3 +91,14 @@ def test_saturated_logits_do_not_collapse_into_ties():
         s = fn(logits)
         assert len(set(s.tolist())) == 5, fn.__name__
         assert np.all(np.diff(s) < 0), fn.__name__  # more confident = lower priority
+
+
+def test_msp_keeps_saturated_outputs_apart():
+    """-max log_softmax is exactly 0 for all three rows below; the rest mass is not."""
+    from ncip.core.scores import msp
+
+    z = np.array([[40.0, 0, 0], [41.0, 0, 0], [42.0, 0, 0], [1.0, 0, 0]])
+    s = msp(z)
+    assert len(set(s.tolist())) == 4
+    assert list(np.argsort(-s)) == [3, 0, 1, 2]  # least confident first
+    assert s[3] == pytest.approx(-np.log(np.exp(1) / (np.exp(1) + 2)))

@@ -87,7 +87,7 @@ def plain_run(env, folder, epochs=8, resume_from=None):
 def test_plain_writer_folder_ranks_with_no_options_and_records_sigma(env, tmp_path):
     writer = plain_run(env, tmp_path / "ck")
     files = sorted(p.name for p in (tmp_path / "ck").glob("*.safetensors"))
-    assert files == [f"epoch-{e:04d}.safetensors" for e in range(1, 9)]
+    assert files == [f"epoch-{e:03d}.safetensors" for e in range(1, 9)]
     hist = writer.history()
     assert hist["epoch"].tolist() == list(range(1, 9)) and "loss" in hist
     from ncip.core.checkpoints import read_tensor
@@ -226,7 +226,7 @@ def test_prune_keeps_exactly_the_selection_and_the_ranking(env, tmp_path):
 def test_prune_refuses_histories_chosen_by_a_metric(env, tmp_path):
     plain_run(env, tmp_path / "ck", epochs=10)
     for e in (2, 3, 5, 6, 7):  # what a top-k-by-metric saver leaves: an uneven history
-        (tmp_path / "ck" / f"epoch-{e:04d}.safetensors").unlink()
+        (tmp_path / "ck" / f"epoch-{e:03d}.safetensors").unlink()
     r = runner.invoke(app, ["prune", str(tmp_path / "ck"), "--k", 3, "--yes"])
     assert r.exit_code == 2 and "not an even history" in r.output
     assert len(list((tmp_path / "ck").glob("*.safetensors"))) == 5

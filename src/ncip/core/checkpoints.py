@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from safetensors.torch import save_file
 
-from ncip.core.errors import MissingFileError, NcipError
+from ncip.core.errors import InputError, MissingFileError, NcipError
 from ncip.core.factory import build_external
 from ncip.core.io import atomic_path, safetensors_open
 from ncip.core.models import Classifier, create_model
@@ -105,8 +105,17 @@ class CheckpointInfo:
     meta: dict[str, Any]
 
 
-def checkpoint_name(epoch: int) -> str:
-    return f"epoch-{epoch:03d}.safetensors"
+def checkpoint_name(
+    epoch: int | None = None, step: int | None = None, suffix: str = ".safetensors"
+) -> str:
+    """The one file-name rule of checkpoints (and of files derived from one checkpoint):
+    ``epoch-006.safetensors`` (zero-padded to 3 digits, wider past 999), or for a checkpoint
+    known by its optimiser step only, ``step-000001000.safetensors``."""
+    if epoch is not None:
+        return f"epoch-{int(epoch):03d}{suffix}"
+    if step is not None:
+        return f"step-{int(step):09d}{suffix}"
+    raise InputError("give the epoch or the step of the checkpoint")
 
 
 def save_state(path: Path | str, state: dict[str, torch.Tensor], meta: dict[str, Any]) -> None:

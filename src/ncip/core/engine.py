@@ -90,7 +90,8 @@ def choose_path(
     return "channels_last" if image else "sequential"
 
 
-def _autocast(device: torch.device, precision: str):
+def autocast(device: torch.device, precision: str):
+    """The autocast context of a precision (fp32: none), for training and inference alike."""
     if precision == "fp32":
         return nullcontext()
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16
@@ -167,7 +168,7 @@ class Engine:
             fwd = self._forward()
             for start in range(0, n, bs):
                 xb = self._batch(x[start : start + bs])
-                with torch.inference_mode(), _autocast(self.device, self.config.precision):
+                with torch.inference_mode(), autocast(self.device, self.config.precision):
                     if features:
                         f = self.model.features(xb)
                         z = self.model.head(f)
@@ -196,7 +197,7 @@ class Engine:
             for start in range(0, n, bs):
                 xb = self._batch(x[start : start + bs])
                 try:
-                    with torch.inference_mode(), _autocast(self.device, self.config.precision):
+                    with torch.inference_mode(), autocast(self.device, self.config.precision):
                         z = batched(params, buffers, xb)  # [chunk, b, C]
                 except Exception as e:  # noqa: BLE001  (an op without a batching rule)
                     if c0 == 0 and start == 0:

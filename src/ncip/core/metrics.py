@@ -15,7 +15,7 @@ def order_from_scores(scores: np.ndarray, seed: int = 0) -> np.ndarray:
     """Indices sorted by descending score; ties broken by a seeded random permutation.
 
     Never by dataset order: test sets are often grouped by class or source, which would bias
-    RAUC (baselines.md §0). NaN scores go last.
+    RAUC (docs/baselines.md §0). NaN scores go last.
     """
     s = np.asarray(scores, dtype=np.float64)
     if s.ndim != 1:
@@ -33,7 +33,7 @@ def _faults(is_fault) -> np.ndarray:
 
 
 def rauc(is_fault_in_rank_order, n: int | None = None) -> float:
-    """RAUC-n with the global ideal curve (NCIP Eq. 11; baselines.md §3.1 (G)).
+    """RAUC-n with the global ideal curve (NCIP Eq. 11; docs/baselines.md §3.1 (G)).
 
     ``sum_{i<=n} A(i) / sum_{i<=n} min(i, F)``, where A(i) counts faults among the first i
     inputs and F is the number of faults in the whole set: the ideal curve puts every fault
@@ -55,7 +55,7 @@ def rauc(is_fault_in_rank_order, n: int | None = None) -> float:
 
 
 def rauc_prefix(is_fault_in_rank_order, n: int | None = None) -> float:
-    """RAUC-n with the prefix ideal of CertPri's and TDPR's code (baselines.md §3.1 (P)).
+    """RAUC-n with the prefix ideal of CertPri's and TDPR's code (docs/baselines.md §3.1 (P)).
 
     The ideal only rearranges the m faults the method found in its own top n; 0 if m = 0.
     Equals :func:`rauc` at n = N. Reported only for comparison with those papers' tables.
@@ -136,3 +136,9 @@ def evaluate_order(
             fault_types(y_true, y_pred, order, int(round(pct / 100 * N)))
         )
     return out
+
+
+def run_seed(seed: int, run: int) -> int:
+    """The seed of repetition ``run`` under the base ``seed``: ``seed * 1000 + run`` (training,
+    attacks, random orders and retraining of a run all derive theirs from it)."""
+    return int(seed) * 1000 + int(run)

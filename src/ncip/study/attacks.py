@@ -11,6 +11,7 @@ source id itself is stored beside it), so that the combined set of all attacks h
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from fractions import Fraction
@@ -21,6 +22,7 @@ import torch
 
 from ncip.core.errors import InputError
 from ncip.core.logs import progress
+from ncip.core.metrics import run_seed
 from ncip.core.models import as_model_input
 from ncip.study.data import Split
 
@@ -61,6 +63,18 @@ class AttackConfig:
             raise InputError("cw_c and cw_lr must be positive")
         if self.cw_kappa < 0:
             raise InputError(f"cw_kappa must be >= 0, got {self.cw_kappa}")
+
+
+def attack_config(group: dict) -> AttackConfig:
+    """An :class:`AttackConfig` from params.yaml's ``attack`` group: each key it names, parsed
+    as its field's type ("8/255" for floats); the dataclass's defaults for the others."""
+    kw = {}
+    for f in dataclasses.fields(AttackConfig):
+        if f.name in group:
+            kind = type(f.default)
+            v = group[f.name]
+            kw[f.name] = parse_number(v) if kind is float else kind(v)
+    return AttackConfig(**kw)
 
 
 def check_attack_names(names: list[str]) -> list[str]:
@@ -247,5 +261,5 @@ def attack_run(
         log.info("skipping adversarial generation: %s is not an image dataset", data)
         return {"epoch": final.epoch, "skipped": "not an image dataset"}
     model = load_model(final.path, resolve_device(device))
-    made = generate_sets(model, sources, names, cfg, seed * 1000 + run, batch_size, folder)
+    made = generate_sets(model, sources, names, cfg, run_seed(seed, run), batch_size, folder)
     return {"epoch": final.epoch, "config": cfg.__dict__, "attacks": made}

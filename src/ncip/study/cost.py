@@ -92,7 +92,7 @@ def collect(subjects: list[str], runs: list[int], root: Path | str = ".") -> dic
                 key,
                 _seconds(root / "plots" / "analysis" / tag / "timing.json"),
             )
-            put("retrain-guidance", key, _seconds(root / "metrics" / "retrain" / f"{tag}.json"))
+            put("retrain-*", key, _seconds(root / "metrics" / "retrain" / f"{tag}.json"))
             if ncip is not None:
                 methods.setdefault("ncip", {})[key] = {
                     "prepare": float(ncip["select"]),

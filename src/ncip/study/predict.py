@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ncip.core.checkpoints import checkpoint_name
 from ncip.core.engine import resolve_device
 from ncip.core.errors import InputError, MissingEntryError, MissingFileError
 from ncip.core.io import read_parquet
@@ -144,7 +145,7 @@ def predict_run(
             prediction_table(z[bounds[j] : bounds[j + 1]], splits[n], subject, epochs[i], n)
             for j, n in enumerate(order)
         ]
-        name = f"epoch-{epochs[i]:03d}.parquet"
+        name = checkpoint_name(epochs[i], suffix=".parquet")
         write_parquet(out_dir / name, pd.concat(parts, ignore_index=True))
         files[str(epochs[i])] = name
         bar.update(1)

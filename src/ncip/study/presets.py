@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ncip.core.errors import InputError
+from ncip.study import paper
 
 PAPER_RUNS = 5  # "we repeat each experiment five times"
 
@@ -34,12 +35,22 @@ _GPU = {"train.precision": "bf16", "train.channels_last": True}
 
 @dataclass(frozen=True)
 class Preset:
-    name: str
-    subjects: tuple[str, ...]
-    epochs: int  # paper Table 1
+    name: str  # a dataset of the paper
     recipe: dict[str, Any]  # not in the paper (see the module docstring)
-    paper_accuracy: tuple[float, ...]  # Table 1, per subject
     gpu: bool = True
+
+    @property
+    def subjects(self) -> tuple[str, ...]:
+        """The dataset's two subjects (paper Table 1)."""
+        return tuple(f"{d}-{m}" for d, m in paper.COLUMNS if d == self.name)
+
+    @property
+    def epochs(self) -> int:
+        return paper.EPOCHS[self.name]  # paper Table 1
+
+    @property
+    def paper_accuracy(self) -> tuple[float, ...]:
+        return tuple(paper.ACCURACY[(d, m)] for d, m in paper.COLUMNS if d == self.name)
 
     def overrides(self, runs: int = PAPER_RUNS) -> dict[str, Any]:
         """Dotted params keys and values, in the order they are printed."""
@@ -52,25 +63,17 @@ class Preset:
         }
 
 
+_RECIPES: dict[str, tuple[dict[str, Any], bool]] = {  # dataset -> (recipe, GPU preset)
+    "mnist": (_ADAM, False),
+    "fmnist": (_ADAM, False),
+    "cifar10": (_SGD, True),
+    "cifar100": (_SGD, True),
+    "tinyimagenet": ({**_SGD, "train.batch_size": 256}, True),
+    "imdb": (_ADAM, True),
+    "agnews": (_ADAM, True),
+}
 PRESETS: dict[str, Preset] = {
-    p.name: p
-    for p in (
-        Preset("mnist", ("mnist-lenet1", "mnist-lenet5"), 100, _ADAM, (0.9887, 0.9918), False),
-        Preset("fmnist", ("fmnist-lenet1", "fmnist-lenet5"), 200, _ADAM, (0.8917, 0.9021), False),
-        Preset("cifar10", ("cifar10-resnet18", "cifar10-vgg11"), 300, _SGD, (0.9554, 0.8936)),
-        Preset(
-            "cifar100", ("cifar100-resnet50", "cifar100-densenet121"), 500, _SGD, (0.7793, 0.7888)
-        ),
-        Preset(
-            "tinyimagenet",
-            ("tinyimagenet-resnet152", "tinyimagenet-densenet201"),
-            500,
-            {**_SGD, "train.batch_size": 256},
-            (0.5484, 0.5814),
-        ),
-        Preset("imdb", ("imdb-textcnn", "imdb-transformer"), 100, _ADAM, (0.8030, 0.7546)),
-        Preset("agnews", ("agnews-textcnn", "agnews-transformer"), 100, _ADAM, (0.9154, 0.9030)),
-    )
+    name: Preset(name, *_RECIPES[name]) for name in dict.fromkeys(d for d, _ in paper.COLUMNS)
 }
 
 

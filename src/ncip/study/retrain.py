@@ -20,6 +20,7 @@ for 30 epochs and scores on the rest of the test set), shortened to fit a CPU.
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from ncip.core.errors import InputError
-from ncip.core.metrics import order_from_scores
+from ncip.core.metrics import order_from_scores, run_seed
 from ncip.core.models import as_model_input
 from ncip.study.data import Split, stratified_split
 from ncip.study.predict import batched_outputs
@@ -117,9 +118,12 @@ def retrain_gains(
     seed: int = 0,
     test_pred: np.ndarray | None = None,
     training: dict | None = None,
+    controls: bool = True,
 ) -> pd.DataFrame:
     """One row per (arm, fine-tuning seed): accuracy before, after and the gain; the arms are
-    the methods of ``scores`` and the two :data:`CONTROLS`.
+    the methods of ``scores`` and, with ``controls``, the two :data:`CONTROLS`. Each arm's
+    result depends only on its own selection and the seed, so arms run apart (one group of arms
+    per stage) give the same rows as run together.
 
     ``scores[method]`` holds one score per test input, in the test split's order;
     ``test_pred``, the final model's predicted classes in that order (predict-probabilities
@@ -142,13 +146,17 @@ def retrain_gains(
         chosen[method] = pool[order_from_scores(s[pool], seed)[:n]]
     rows = []
     for r in range(cfg.seeds):
-        run_seed = seed * 1000 + r
-        rng = np.random.default_rng(run_seed)
+        run_seed_r = run_seed(seed, r)
+        rng = np.random.default_rng(run_seed_r)
         none = train.subset(rng.choice(len(train), n, replace=len(train) < n))
         picks = {"control:random": rng.choice(pool, n, replace=False), **chosen}  # test indices
-        arms = {"control:none": none, **{m: test.subset(idx) for m, idx in picks.items()}}
+        if not controls:
+            picks.pop("control:random")
+        arms = {m: test.subset(idx) for m, idx in picks.items()}
+        if controls:
+            arms = {"control:none": none, **arms}
         for arm, extra in arms.items():
-            after = accuracy(fine_tune(model, _union(train, extra), cfg, run_seed, training), ev)
+            after = accuracy(fine_tune(model, _union(train, extra), cfg, run_seed_r, training), ev)
             idx = picks.get(arm)
             faults = None if idx is None else int((test_pred[idx] != test.y[idx]).sum())
             rows.append(
@@ -259,3 +267,49 @@ def training_config(checkpoint: Path) -> dict:
         return dict(read_meta(checkpoint).get("config") or {})
     except (ValueError, OSError):  # CheckpointError is a ValueError
         return {}
+
+
+# The arms of retrain-guidance, in groups that re-run apart: NCIP and its ablations when K or
+# alpha change, the baselines when a baseline's options change, the controls almost never.
+ARM_GROUPS = ("ncip", "baselines", "controls")
+
+
+def group_scores(group: str, scores: Path | None, test: Split) -> dict[str, np.ndarray]:
+    """The arms' scores of one group: from its score table (ncip.parquet or baselines.parquet),
+    none for the controls."""
+    if group not in ARM_GROUPS:
+        raise InputError(f"retrain group must be one of {', '.join(ARM_GROUPS)}, got {group!r}")
+    if group == "controls":
+        return {}
+    if scores is None:
+        raise InputError(f"the {group} arms need --scores (their score table)")
+    return method_scores(scores, test)
+
+
+def merge_groups(records: list[dict]) -> dict:
+    """One subject-run's retraining result from its groups' records: every arm's summary (the
+    paired difference to ``control:none`` uses the controls group's rows of the same seeds)."""
+    rows = pd.DataFrame([row for rec in records for row in rec["rows"]])
+    first = records[0]
+    keep = {k: v for k, v in first.items() if k not in ("rows", "seconds", "group")}
+    return {
+        **keep,
+        "seconds": float(sum(rec["seconds"] for rec in records)),
+        "methods": summarize(rows),
+    }
+
+
+def publish(records: Path, out: Path) -> list[str]:
+    """``records/<subject>-run-<r>/<group>.json`` -> ``out/<subject>-run-<r>.json`` (merged;
+    the folder replaced as a whole). Returns the names written."""
+    from ncip.core.io import atomic_dir, write_json
+
+    folders = sorted(p for p in Path(records).glob("*") if p.is_dir())
+    names = []
+    with atomic_dir(out) as tmp:
+        for folder in folders:
+            recs = [json.loads(f.read_text()) for f in sorted(folder.glob("*.json"))]
+            if recs:
+                write_json(tmp / f"{folder.name}.json", merge_groups(recs))
+                names.append(f"{folder.name}.json")
+    return names

@@ -57,7 +57,9 @@ def score_rows(
 
 
 def read_score_tables(root: Path | str) -> pd.DataFrame:
-    files = sorted(Path(root).rglob("*.parquet"))
+    """The score tables under a folder (or one table's file), concatenated."""
+    root = Path(root)
+    files = [root] if root.is_file() else sorted(root.rglob("*.parquet"))
     if not files:
         raise MissingFileError(f"no score tables under {root}; run score-ncip/score-baselines")
     return pd.concat([read_parquet(f, columns=COLUMNS) for f in files], ignore_index=True)

@@ -117,8 +117,8 @@ def check_params(params_path) -> tuple[list[str], list[int]]:
     Returns (subjects, runs); raises ValueError naming the key and the fix."""
     import dataclasses
 
-    from ncip.core.collapse import candidate_pool
-    from ncip.study.attacks import AttackConfig, check_attack_names, parse_number
+    from ncip.core.collapse import ALPHA, K, candidate_pool
+    from ncip.study.attacks import attack_config, check_attack_names
     from ncip.study.retrain import RetrainConfig
     from ncip.study.scores.registry import baseline_config
     from ncip.study.training import TrainConfig
@@ -149,10 +149,10 @@ def check_params(params_path) -> tuple[list[str], list[int]]:
             msg = e.args[0] if e.args else type(e).__name__
             raise InputError(f"{params_path}: {key}: {msg}") from None
 
-    k = cfg.get("k", 30)
+    k = cfg.get("k", K)
     if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
         raise InputError(f"{params_path}: k must be a positive integer, got {k!r}")
-    checked("alpha", lambda: candidate_pool(1, float(cfg.get("alpha", 0.9))))
+    checked("alpha", lambda: candidate_pool(1, float(cfg.get("alpha", ALPHA))))
     t = group("train")
     keys = [f.name for f in dataclasses.fields(TrainConfig) if f.name not in ("arch", "seed")]
     checked(
@@ -167,15 +167,7 @@ def check_params(params_path) -> tuple[list[str], list[int]]:
     )
     checked(
         "attack",
-        lambda: AttackConfig(
-            eps=parse_number(a.get("eps", 8 / 255)),
-            step=parse_number(a.get("step", 2 / 255)),
-            steps=int(a.get("steps", 10)),
-            cw_c=float(a.get("cw_c", 1.0)),
-            cw_kappa=float(a.get("cw_kappa", 0.0)),
-            cw_steps=int(a.get("cw_steps", 50)),
-            cw_lr=float(a.get("cw_lr", 0.01)),
-        ).validate(),
+        lambda: attack_config(a).validate(),
     )
     checked("baselines", lambda: baseline_config(group("baselines")))
     ints("evaluate.budgets", group("evaluate").get("budgets", "100"))

@@ -31,7 +31,6 @@ copied asynchronously.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -49,7 +48,7 @@ import torch.nn.functional as F
 
 from ncip.core.checkpoints import checkpoint_name, load_weights, save_checkpoint
 from ncip.core.collapse import sigma_cos
-from ncip.core.engine import resolve_device
+from ncip.core.engine import PRECISIONS, autocast, resolve_device
 from ncip.core.errors import InputError, NcipError
 from ncip.core.io import atomic_path, replace_dir, write_csv, write_json
 from ncip.core.logs import log, progress
@@ -68,7 +67,6 @@ class TrainingDiverged(NcipError, ValueError):
 
 OPTIMIZERS = ("adam", "sgd")
 SCHEDULES = ("none", "cosine")
-PRECISIONS = ("fp32", "bf16", "fp16")
 DEVICE_DATA_SHARE = 0.25  # the training set is uploaded to a GPU when it fits in this share
 
 
@@ -366,7 +364,7 @@ def _train_epoch(
         xb, yb = as_model_input(xb), y_train[idx.to(dev)]
         if cfg.channels_last and xb.ndim == 4:
             xb = xb.contiguous(memory_format=torch.channels_last)
-        with _autocast(dev, cfg.precision):
+        with autocast(dev, cfg.precision):
             loss, out, target = _step_loss(model, xb, yb, cfg, gen)
         if world == 1 and not torch.isfinite(loss):  # under DDP: the weight check below
             raise TrainingDiverged(
@@ -410,12 +408,6 @@ def _set_determinism(deterministic: bool, dev: torch.device) -> None:
         torch.backends.cudnn.deterministic = deterministic
         torch.backends.cudnn.benchmark = not deterministic
     torch.use_deterministic_algorithms(deterministic, warn_only=True)
-
-
-def _autocast(dev: torch.device, precision: str):
-    if precision == "fp32":
-        return contextlib.nullcontext()
-    return torch.autocast(dev.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
 
 
 def _place_training_data(x: torch.Tensor, dev: torch.device) -> torch.Tensor:

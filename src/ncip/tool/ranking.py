@@ -24,7 +24,7 @@ import pandas as pd
 
 from ncip.core.collapse import ALPHA, K, candidate_pool, select_checkpoints, sigma_cos
 from ncip.core.errors import InputError
-from ncip.core.metrics import apfd, order_from_scores, rauc
+from ncip.core.metrics import apfd, order_from_scores, rauc, run_seed
 from ncip.core.scores import margin, softmax64, zscore
 
 OUTPUT_SUFFIXES = (".csv", ".parquet")
@@ -291,7 +291,7 @@ def compare_orders(
         "Margin": [1.0 - margin(p)],
         "DeepGini": [deepgini(logits)],
         "Random": [
-            np.random.default_rng(seed * 1000 + r).permutation(n).astype(np.float64)
+            np.random.default_rng(run_seed(seed, r)).permutation(n).astype(np.float64)
             for r in range(RANDOM_REPEATS)
         ],
     }

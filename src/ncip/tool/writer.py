@@ -23,9 +23,8 @@ from typing import Any
 import pandas as pd
 import torch.nn as nn
 
-from ncip.core.checkpoints import save_state
+from ncip.core.checkpoints import checkpoint_name, save_state
 from ncip.core.collapse import sigma_cos
-from ncip.core.errors import InputError
 from ncip.core.io import write_csv
 from ncip.core.logs import log
 
@@ -79,11 +78,7 @@ class CheckpointWriter:
         self.extra = dict(extra or {})
 
     def path_for(self, epoch: int | None, step: int | None) -> Path:
-        if epoch is not None:
-            return self.dir / f"epoch-{int(epoch):04d}.safetensors"
-        if step is not None:
-            return self.dir / f"step-{int(step):09d}.safetensors"
-        raise InputError("give the epoch or the step of the checkpoint")
+        return self.dir / checkpoint_name(epoch, step)
 
     def save(
         self,

@@ -2,7 +2,7 @@
 
 Only ``nn.Dropout*`` modules are put in train mode (BatchNorm stays in eval mode). The LeNets and
 the CIFAR ResNets/DenseNets have no dropout; for them dropout (rate 0.5) is applied to the
-penultimate features at inference only, option (b) of baselines.md §2.6: untrained dropout, a
+penultimate features at inference only, option (b) of docs/baselines.md §2.6: untrained dropout, a
 documented deviation. Since the backbone is then deterministic, it runs once and only the head
 runs T times.
 """

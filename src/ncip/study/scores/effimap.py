@@ -1,4 +1,4 @@
-"""EffiMAP (Wei et al., QRS 2022): predictive mutation analysis (baselines.md §2.12).
+"""EffiMAP (Wei et al., QRS 2022): predictive mutation analysis (docs/baselines.md §2.12).
 
 Offline, on a labelled split of the test distribution (the held-out validation split; its
 attacked version for adversarial tests):

@@ -1,4 +1,4 @@
-"""NNS: neighbour-smoothed DeepGini (Bao et al., ISSTA 2023), baselines.md §2.9.
+"""NNS: neighbour-smoothed DeepGini (Bao et al., ISSTA 2023), docs/baselines.md §2.9.
 
 Each candidate's softmax vector is mixed with those of its K = 10 nearest candidates (cosine
 distance in softmax space, self excluded, inverse-distance weights): ``p~ = lambda p + (1 -

@@ -1,10 +1,11 @@
-"""RS: random selection (baselines.md §2.1), repeated over several seeds."""
+"""RS: random selection (docs/baselines.md §2.1), repeated over several seeds."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ncip.core.errors import InputError
+from ncip.core.metrics import run_seed
 from ncip.study.scores.registry import ScoringContext, register_method
 
 
@@ -15,9 +16,9 @@ def random_scores(n: int, seed: int) -> np.ndarray:
 
 @register_method("random", display="RS", paper="RS", options={"repeats": 10})
 def _random(ctx: ScoringContext, split: str) -> dict[int, np.ndarray]:
-    # baselines.md D8 recommends at least 10 seeds; the metrics are averaged over them.
+    # docs/baselines.md D8 recommends at least 10 seeds; the metrics are averaged over them.
     repeats = int(ctx.option("random", "repeats"))
     if repeats <= 0:
         raise InputError(f"random.repeats must be positive, got {repeats}")
     n = len(ctx.split(split))
-    return {r: random_scores(n, ctx.seed * 1000 + r) for r in range(repeats)}
+    return {r: random_scores(n, run_seed(ctx.seed, r)) for r in range(repeats)}

@@ -9,7 +9,7 @@ Deviations, both documented in the README: the features are the model's own penu
 features, min-max scaled over the test pool (SETS uses ImageNet VGG16 features, which cannot be
 downloaded here); and since those have few dimensions (84 for LeNet-5), a ridge ``eps * I`` is
 added to the Gram matrix so the log-det stays finite once the selection outgrows the feature
-dimension (baselines.md §2.10, pitfall 2). The log-det is updated incrementally with a Cholesky
+dimension (docs/baselines.md §2.10, pitfall 2). The log-det is updated incrementally with a Cholesky
 factor, which gives the same values as recomputing it.
 
 SETS selects a subset, not an order. The full order (RAUC-ALL, APFD) is SETS(b) in selection

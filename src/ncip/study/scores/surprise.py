@@ -1,6 +1,6 @@
 """Surprise adequacy (Kim et al., ICSE 2019): LSA and DSA on penultimate features.
 
-baselines.md §2.7-2.8.
+docs/baselines.md §2.7-2.8.
 
 Activation traces (ATs) are the penultimate features of the final model (the input of its last
 ``nn.Linear``; decision D2), for the whole training split and the test set. Training inputs are

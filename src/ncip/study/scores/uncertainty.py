@@ -1,4 +1,4 @@
-"""Single-checkpoint confidence baselines: Entropy, DeepGini, MSP, PCS (baselines.md §2.2-2.5).
+"""Single-checkpoint confidence baselines: Entropy, DeepGini, MSP, PCS (docs/baselines.md §2.2-2.5).
 
 All four are computed from logits in float64 with formulas that keep their resolution when the
 softmax saturates (in float32, ``1 - max p`` is exactly 0 for thousands of confident inputs,
