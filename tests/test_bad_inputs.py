@@ -608,6 +608,149 @@ def unknown_subject(t, b):
     return "prepare_data", ["--subject", "digits-lenet9", "--out", t / "prep"], [t / "prep"]
 
 
+# --- issue 23: the red team's cases -----------------------------------------------------------
+
+
+def out_is_labels(t, b):
+    with np.load(b / "test.npz") as z:
+        y = z["y"]
+    (t / "y.csv").write_text("\n".join(map(str, y)) + "\n")
+    return (
+        "rank",
+        [b / "models", "--inputs", b / "test.npz", "--labels", t / "y.csv", "--out", t / "y.csv"],
+        [t / "y.csv"],
+    )
+
+
+def selection_sidecar_is_folder(t, b):
+    (t / "r.selection.json").mkdir()
+    return (
+        "rank",
+        [b / "models", "--inputs", b / "test.npz", "--out", t / "r.csv"],
+        [t / "r.csv", t / "r.selection.json"],
+    )
+
+
+def prune_k_one(t, b):
+    copy_models(t, b)
+    return "prune", [t / "models", "--k", 1, "--yes"], [t / "models"]
+
+
+def prune_tiny_alpha(t, b):
+    copy_models(t, b)
+    return "prune", [t / "models", "--alpha", 0.05, "--yes"], [t / "models"]
+
+
+def _writer_folder_naming(t, b, factory: str):
+    """The tiny run's checkpoints re-recorded as a writer folder whose metadata names
+    ``factory`` (a crafted folder: its model_def.py would leave a file `pwned` if run)."""
+    from ncip.core.checkpoints import read_meta, save_state
+
+    (t / "ck").mkdir()
+    (t / "ck" / "model_def.py").write_text(
+        "from pathlib import Path\n"
+        f"Path({str(t / 'pwned')!r}).write_text('ran')\n"
+        "import torch.nn as nn\n"
+        "def Net(num_classes=10):\n    return nn.Linear(64, num_classes)\n"
+    )
+    for f in sorted((b / "models").glob("*.safetensors")):
+        meta = read_meta(f)
+        meta = {
+            "epoch": meta["epoch"],
+            "head_key": meta["head_key"],
+            "num_classes": meta["num_classes"],
+            "factory": factory,
+        }
+        save_state(t / "ck" / f.name, load_file(str(f)), meta)
+    return "rank", [t / "ck", "--inputs", b / "test.npz", "--out", t / "r.csv"], [t / "r.csv"]
+
+
+def recorded_file_factory(t, b):
+    return _writer_folder_naming(t, b, str(t / "ck" / "model_def.py") + ":Net")
+
+
+def recorded_abort_factory(t, b):
+    return _writer_folder_naming(t, b, "os:abort")
+
+
+def infinite_std(t, b):
+    return (
+        "rank",
+        [
+            b / "models",
+            "--inputs",
+            b / "test.npz",
+            "--out",
+            t / "r.csv",
+            "--mean",
+            0,
+            "--std",
+            "inf",
+        ],
+        [t / "r.csv"],
+    )
+
+
+def _user_model(t, body: str) -> Path:
+    (t / "mymodel.py").write_text(body)
+    return t / "mymodel.py"
+
+
+def model_exits_on_import(t, b):
+    f = _user_model(t, "import sys\nsys.exit(0)\n")
+    args = [b / "models", "--inputs", b / "test.npz", "--out", t / "r.csv", "--model", f"{f}:Net"]
+    return "rank", args, [t / "r.csv"]
+
+
+def model_raises_on_import(t, b):
+    f = _user_model(t, "import json\njson.loads('{not json')\n")
+    args = [b / "models", "--inputs", b / "test.npz", "--out", t / "r.csv", "--model", f"{f}:Net"]
+    return "rank", args, [t / "r.csv"]
+
+
+def truncated_npz(t, b):
+    (t / "x.npz").write_bytes((b / "test.npz").read_bytes()[:300])
+    return "rank", [b / "models", "--inputs", t / "x.npz", "--out", t / "r.csv"], [t / "r.csv"]
+
+
+def empty_npy(t, b):
+    (t / "x.npy").write_bytes(b"")
+    return "rank", [b / "models", "--inputs", t / "x.npy", "--out", t / "r.csv"], [t / "r.csv"]
+
+
+def scalar_npy(t, b):
+    np.save(t / "x.npy", np.float32(3.0))
+    return "rank", [b / "models", "--inputs", t / "x.npy", "--out", t / "r.csv"], [t / "r.csv"]
+
+
+def ids_2d(t, b):
+    with np.load(b / "test.npz") as z:
+        np.savez(t / "x.npz", x=z["x"], ids=z["ids"][:, None])
+    return "rank", [b / "models", "--inputs", t / "x.npz", "--out", t / "r.csv"], [t / "r.csv"]
+
+
+def torch_file_with_a_module(t, b):
+    torch.save({"x": torch.zeros(4, 1, 8, 8), "model": torch.nn.Linear(2, 2)}, t / "x.pt")
+    return "rank", [b / "models", "--inputs", t / "x.pt", "--out", t / "r.csv"], [t / "r.csv"]
+
+
+def torch_file_without_x(t, b):
+    torch.save({"images": torch.zeros(4, 1, 8, 8)}, t / "x.pt")
+    return "rank", [b / "models", "--inputs", t / "x.pt", "--out", t / "r.csv"], [t / "r.csv"]
+
+
+def trained_on_after_prune(t, b):
+    from ncip.core.checkpoints import read_meta, save_state
+    from ncip.tool.prune import apply_prune, plan_prune
+
+    copy_models(t, b)
+    apply_prune(plan_prune(t / "models", k=3))
+    last = sorted((t / "models").glob("*.safetensors"))[-1]
+    meta = {**read_meta(last), "epoch": 7}
+    save_state(t / "models" / "epoch-007.safetensors", load_file(str(last)), meta)
+    return "rank", [t / "models", "--inputs", b / "test.npz", "--out", t / "r.csv"], [t / "r.csv"]
+
+
 CASES = [
     Case("NaN in the inputs", nan_input, "input 'digits:row:"),
     Case("NaN weight in the final checkpoint", nan_final, "epoch-006.safetensors holds NaN"),
@@ -693,6 +836,30 @@ CASES = [
     Case("k = 0", bad_k, "k must be a positive"),
     Case("an unknown baseline", unknown_method, "unknown method 'magic'"),
     Case("an unknown model in a subject", unknown_subject, "unknown model 'lenet9'"),
+    Case("--out is the --labels file", out_is_labels, "is one of this run's inputs"),
+    Case(
+        "<stem>.selection.json is a folder",
+        selection_sidecar_is_folder,
+        "r.selection.json is a folder",
+    ),
+    Case("prune --k 1", prune_k_one, "k must be an integer of at least 2"),
+    Case("prune --alpha 0.05", prune_tiny_alpha, "alpha 0.05 leaves 1 of 6"),
+    Case(
+        "metadata naming a model file in the folder",
+        recorded_file_factory,
+        "ncip runs no code named inside checkpoint files",
+    ),
+    Case("metadata naming os:abort", recorded_abort_factory, "pass --model os:abort"),
+    Case("--mean 0 --std inf", infinite_std, "--mean and --std must be finite"),
+    Case("a --model module calling sys.exit(0)", model_exits_on_import, "called sys.exit(0)"),
+    Case("a --model module raising on import", model_raises_on_import, "raised JSONDecodeError"),
+    Case("a truncated .npz", truncated_npz, "x.npz is not a readable .npz"),
+    Case("an empty .npy", empty_npy, "x.npy cannot be read as an array"),
+    Case("a 0-d .npy", scalar_npy, "holds one number"),
+    Case("2-D ids", ids_2d, "ids have shape"),
+    Case("a .pt holding a module", torch_file_with_a_module, "cannot be read as tensors"),
+    Case("a .pt dict without x", torch_file_without_x, "a dict without 'x'"),
+    Case("training went on after a prune", trained_on_after_prune, "came later in training"),
 ]
 
 
@@ -725,7 +892,7 @@ def test_bad_input_gets_one_line_exit_2_and_outputs_untouched(case, base, tmp_pa
     plant(protect)
     before = snapshot(protect)
     args = [str(a) for a in args]
-    if cmd in ("rank", "check-params"):
+    if cmd in ("rank", "check-params", "prune"):
         r = runner.invoke(ncip_app, [cmd, *args, *(["--quiet"] if cmd == "rank" else [])])
     else:
         r = runner.invoke(stage_app(cmd), args)

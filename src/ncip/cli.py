@@ -251,6 +251,17 @@ def rank(
     ),
     seed: int = typer.Option(0, help="tie-breaking seed"),
     quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
+    order: str = typer.Option(
+        "auto",
+        help="auto: what the files record (step, epoch), else the number in their names; "
+        "given: the order the files are listed in (a list of files is always taken as given)",
+    ),
+    trust_recorded_model: bool = typer.Option(
+        False,
+        "--trust-recorded-model",
+        help="import the model factory the checkpoints record (a module or file named inside "
+        "them); without it, such a factory is printed as the --model to pass",
+    ),
 ) -> None:
     """Rank unlabelled inputs, most likely misclassified first, from a model's own checkpoints."""
     from ncip.tool.rank import rank as rank_inputs
@@ -259,7 +270,8 @@ def rank(
     sources = list(checkpoints or []) + list(checkpoints_opt or [])
     if not sources:
         raise StageError("give the checkpoints: a folder, a glob such as 'ckpt/*.pt', or files")
-    check_output_path(out, preview)  # before any work
+    # before any work: never over one of the run's own inputs
+    check_output_path(out, preview, [inputs, labels, ids])
     result = rank_inputs(
         sources[0] if len(sources) == 1 else sources,
         inputs,
@@ -283,6 +295,8 @@ def rank(
         engine_path=engine,
         precision=precision,
         compile=compile,
+        trust_recorded_model=trust_recorded_model,
+        order=order,
     )
     images = None
     if preview is not None:

@@ -328,13 +328,24 @@ def _inspect_safetensors(p: Path, ema: bool) -> tuple[Checkpoint | None, str]:
     ), ""
 
 
-def discover(source: str | Path | Sequence[str | Path], ema: bool = False) -> CheckpointSet:
+ORDERS = ("auto", "given")
+
+
+def discover(
+    source: str | Path | Sequence[str | Path], ema: bool = False, order: str = "auto"
+) -> CheckpointSet:
     """Find the checkpoints of one run in ``source`` and put them in training order.
 
-    The order is the step recorded in the files where every file records one, else the
-    epoch, else the number in each file name (natural order: ``epoch_10`` after ``epoch_9``).
-    A Lightning ``last.ckpt`` that repeats the final step is skipped as a copy.
+    Files whose weights equal another checkpoint's (a ``best``/``final``/``last`` copy) are
+    skipped and listed as copies. The order is then the step recorded in the files where every
+    file records one, else the epoch, else the number in each file name that varies and orders
+    them one-to-one (the epoch in ``model-e07-acc0.93.pt``; natural order). Files given as a
+    list, or with ``order="given"``, keep the order given (a warning says where it contradicts
+    what the files record).
     """
+    if order not in ORDERS:
+        raise CheckpointError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
+    given = order == "given" or not isinstance(source, str | Path)
     paths, label = expand_source(source)
     found: list[Checkpoint] = []
     skipped: list[tuple[str, str]] = []
@@ -353,23 +364,141 @@ def discover(source: str | Path | Sequence[str | Path], ema: bool = False) -> Ch
             f"{label} mixes checkpoint formats ({', '.join(sorted(formats))}); "
             "keep one run's checkpoints in one folder"
         )
-    found, dropped = _drop_last_copies(found)
+    found, dropped = _drop_copies(found)
     skipped += dropped
-    ordered, order = _order(found, label)
-    return CheckpointSet(ordered, order, skipped, ema)
+    if given:
+        _warn_if_contradicted(found)
+        return CheckpointSet(found, "the order given", skipped, ema)
+    ordered, how = _order(found, label)
+    return CheckpointSet(ordered, how, skipped, ema)
 
 
-def _drop_last_copies(found: list[Checkpoint]) -> tuple[list[Checkpoint], list[tuple[str, str]]]:
-    steps = [c.step for c in found if c.step is not None]
-    dropped = []
-    keep = []
+def _content_key(c: Checkpoint) -> str | None:
+    """A digest of a checkpoint file's bytes (None for Hugging Face folders)."""
+    import hashlib
+
+    if c.path.is_dir():
+        return None
+    h = hashlib.sha256()
+    with open(c.path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _same_weights(a: Checkpoint, b: Checkpoint) -> bool:
+    import torch
+
+    wa, wb = read_tensors(a), read_tensors(b)
+    return wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def _original_first(group: list[Checkpoint]) -> list[Checkpoint]:
+    """The checkpoint to keep first: one whose name carries a number (epoch_7.pt before
+    best.pt), then a Lightning ``last.ckpt`` last, then by name."""
+    return sorted(
+        group,
+        key=lambda c: (
+            re.search(r"\d", c.path.stem) is None,
+            re.fullmatch(r"last(-v\d+)?\.ckpt", c.name) is not None,
+            _natural_key(c.name),
+        ),
+    )
+
+
+def _drop_copies(found: list[Checkpoint]) -> tuple[list[Checkpoint], list[tuple[str, str]]]:
+    """Skip checkpoints whose weights equal another's: byte-identical files, and files that
+    record the same epoch or step with equal tensors (a best/final/last copy)."""
+    by_size: dict[int, list[Checkpoint]] = {}
     for c in found:
-        is_last = re.fullmatch(r"last(-v\d+)?\.ckpt", c.name) is not None
-        if is_last and c.step is not None and steps.count(c.step) > 1:
-            dropped.append((c.name, f"a copy of the checkpoint of step {c.step} (save_last)"))
-        else:
-            keep.append(c)
-    return keep, dropped
+        if not c.path.is_dir():
+            by_size.setdefault(c.path.stat().st_size, []).append(c)
+    groups: dict[str, list[Checkpoint]] = {}
+    for same in by_size.values():
+        if len(same) > 1:
+            for c in same:
+                groups.setdefault(_content_key(c), []).append(c)
+    for attr in ("step", "epoch"):
+        seen: dict[int, list[Checkpoint]] = {}
+        for c in found:
+            if getattr(c, attr) is not None:
+                seen.setdefault(getattr(c, attr), []).append(c)
+        for v, same in seen.items():
+            if len(same) > 1:
+                keep = _original_first(same)[0]
+                for c in same:
+                    if c is not keep and _same_weights(keep, c):
+                        groups.setdefault(f"{attr}{v}", [keep]).append(c)
+    dropped: dict[Path, str] = {}
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        keep, *copies = _original_first(list(dict.fromkeys(group)))
+        for c in copies:
+            dropped.setdefault(c.path, keep.name)
+    kept = [c for c in found if c.path not in dropped]
+    listed = [(p.name, f"a copy of {orig} (same weights)") for p, orig in dropped.items()]
+    return kept, listed
+
+
+def _warn_if_contradicted(found: list[Checkpoint]) -> None:
+    """Warn where a given order contradicts the step (or epoch) every file records."""
+    from ncip.core.logs import log
+
+    for attr in ("step", "epoch"):
+        values = [getattr(c, attr) for c in found]
+        if all(v is not None for v in values):
+            for i in range(1, len(found)):
+                if values[i] <= values[i - 1]:
+                    log.warning(
+                        "the order given puts %s (%s %s) after %s (%s %s); ranking in the "
+                        "order given",
+                        found[i].name,
+                        attr,
+                        values[i],
+                        found[i - 1].name,
+                        attr,
+                        values[i - 1],
+                    )
+                    return
+            return
+
+
+_ORDER_WORDS = ("epoch", "ep", "e", "step", "steps", "iter", "it", "iteration", "checkpoint")
+
+
+def _name_field_order(found: list[Checkpoint], label: str) -> tuple[list[Checkpoint], str] | None:
+    """Order by the one number field of the names that varies one-to-one, where every name has
+    the same shape (text between the numbers); None where the shapes differ."""
+    parts = [re.split(r"(\d+)", c.name) for c in found]
+    shapes = {tuple(p[0::2]) for p in parts}
+    if len(shapes) != 1:
+        return None
+    texts = parts[0][0::2]
+    fields = []
+    for i in range(len(parts[0]) // 2):
+        values = [int(p[2 * i + 1]) for p in parts]
+        before = texts[i]
+        decimal = before == "." and i > 0  # the fraction of a number such as acc0.93
+        if len(set(values)) == len(values) and not decimal:
+            word = re.sub(r"[^a-z]", " ", before.lower()).split()
+            fields.append((bool(word) and word[-1] in _ORDER_WORDS, i, values, before))
+    if not fields:
+        return None
+    fields.sort(key=lambda f: (not f[0], f[1]))
+    _, i, values, before = fields[0]
+    for _, _, other, other_before in fields[1:]:
+        if np.argsort(other).tolist() != np.argsort(values).tolist():
+            names = ", ".join(c.name for c in found[:3])
+            raise CheckpointError(
+                f"cannot tell the training order in {label}: the numbers after "
+                f"{before.strip('_-') or 'the start'!r} and {other_before.strip('_-')!r} in the "
+                f"names ({names}, ...) order the files differently; pass the files in training "
+                "order as a list (--order given)"
+            )
+    ordered = [found[j] for j in np.argsort(values, kind="stable")]
+    where = f"after {before.strip('_-')!r}" if before.strip("_-") else "at the start"
+    return ordered, f"the number {where} in each file name (field {i + 1} of {len(parts[0]) // 2})"
 
 
 def _order(found: list[Checkpoint], label: str) -> tuple[list[Checkpoint], str]:
@@ -377,19 +506,24 @@ def _order(found: list[Checkpoint], label: str) -> tuple[list[Checkpoint], str]:
         values = [getattr(c, attr) for c in found]
         if all(v is not None for v in values) and len(set(values)) == len(values):
             return sorted(found, key=lambda c: getattr(c, attr)), f"{words} recorded in each file"
+    by_field = _name_field_order(found, label) if len(found) > 1 else None
+    if by_field is not None:
+        return by_field
     nums = [_name_number(c.name) for c in found]
     if len(found) > 1 and any(n is None for n in nums):
         bad = [c.name for c, n in zip(found, nums, strict=True) if n is None]
         raise CheckpointError(
             f"cannot tell the training order in {label}: {', '.join(bad[:3])} records no epoch "
             "or step and has no number in its name; name files by epoch (epoch_3.pt) or pass "
-            "them in order as a list"
+            "them in training order as a list (--order given)"
         )
     if len(set(nums)) != len(nums):
         dup = sorted({n for n in nums if nums.count(n) > 1})
+        same = [c.name for c, n in zip(found, nums, strict=True) if n == dup[0]]
         raise CheckpointError(
-            f"cannot tell the training order in {label}: several files carry the number "
-            f"{dup[0]} in their names and record no distinct epoch or step"
+            f"cannot tell the training order in {label}: {', '.join(same[:4])} carry the same "
+            "number in their names and record no distinct epoch or step; pass the files in "
+            "training order as a list (--order given)"
         )
     ordered = sorted(found, key=lambda c: _natural_key(c.name))
     return ordered, "the number in each file name (natural order)"

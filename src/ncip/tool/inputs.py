@@ -1,8 +1,10 @@
 """Test inputs for ranking: files in common formats, explicit preprocessing, a one-sample probe.
 
-Sources: ``.npz`` (``x``, optional ``ids`` and ``y``), ``.npy`` (memory-mapped, so a test set
-larger than memory can be ranked), a folder of images in torchvision's ImageFolder layout (one
-subfolder per class, sorted names = class indices) or a flat folder of images, or an array.
+Sources: ``.npz`` (``x``, optional ``ids`` and ``y``); ``.npy`` (memory-mapped, so a test set
+larger than memory can be ranked); ``.pt``/``.pth`` written by ``torch.save`` (a tensor, or a
+dict with ``x`` and optional ``y`` and ``ids``; read with ``weights_only=True``); a folder of
+images in torchvision's ImageFolder layout (one subfolder per class, sorted names = class
+indices) or a flat folder of images; or an array.
 
 Preprocessing is decided once, from the inputs and the model, and printed: uint8 images are
 divided by 255 (unless ``scale=False``); integer pixel values in 0-255 likewise; token ids
@@ -157,13 +159,17 @@ def load_inputs(
         elif path.suffix == ".npy":
             try:
                 x = np.load(path, mmap_mode="r", allow_pickle=False)
-            except ValueError as e:
+            except (ValueError, OSError, EOFError) as e:
                 raise InputError(f"{path} cannot be read as an array ({e})") from None
+            if x.ndim == 0:
+                raise InputError(f"{path} holds one number, not a batch of inputs [N, ...]")
             inp = Inputs(x, np.arange(len(x)).astype(str), None, str(path))
+        elif path.suffix in TORCH_SUFFIXES:
+            inp = _load_torch(path)
         else:
             raise InputError(
-                f"inputs {path}: use an .npz (x, optional ids and y), an .npy, or "
-                "a folder of images"
+                f"inputs {path}: use an .npz (x, optional ids and y), an .npy, a .pt/.pth "
+                "saved with torch.save, or a folder of images"
             )
     if ids is not None:
         inp.ids = np.asarray(
@@ -178,10 +184,78 @@ def load_inputs(
     return inp
 
 
+TORCH_SUFFIXES = (".pt", ".pth")
+
+
+def _tensor_array(t: Any, path: Path, key: str) -> np.ndarray:
+    import torch
+
+    if not isinstance(t, torch.Tensor):
+        raise InputError(f"{path}: {key!r} holds a {type(t).__name__}, not a tensor")
+    t = t.detach().cpu()
+    if t.dtype == torch.bfloat16:  # numpy has no bfloat16
+        t = t.float()
+    return t.numpy()
+
+
+def _load_torch(path: Path) -> Inputs:
+    """Inputs saved with ``torch.save``: a tensor, or a dict with ``x`` (``y``, ``ids``
+    optional). Only tensors and plain containers are unpickled (``weights_only=True``)."""
+    import pickle
+
+    import torch
+
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError) as e:
+        import re
+
+        needs = re.search(r"GLOBAL ([\w.]+)", str(e))
+        first = (
+            f"it holds {needs.group(1)}, not only tensors and plain containers"
+            if needs
+            else (str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__)
+        )
+        raise InputError(
+            f"{path} cannot be read as tensors with weights_only=True ({first}); save the "
+            "inputs with torch.save(x) or torch.save({'x': x, 'y': y, 'ids': ids})"
+        ) from None
+    if isinstance(obj, torch.Tensor):
+        x, y, ids = _tensor_array(obj, path, "the file"), None, None
+    elif isinstance(obj, dict) and "x" in obj:
+        x = _tensor_array(obj["x"], path, "x")
+        y = _tensor_array(obj["y"], path, "y") if "y" in obj else None
+        raw_ids = obj.get("ids")
+        ids = None
+        if raw_ids is not None:
+            ids = (
+                _tensor_array(raw_ids, path, "ids")
+                if isinstance(raw_ids, torch.Tensor)
+                else np.asarray(raw_ids)
+            )
+            if ids.dtype.kind not in "iuUS" or ids.ndim != 1:
+                raise InputError(f"{path}: 'ids' must be one string or integer per input")
+    else:
+        what = (
+            f"a dict without 'x' (keys: {', '.join(map(str, list(obj)[:6]))})"
+            if isinstance(obj, dict)
+            else f"a {type(obj).__name__}"
+        )
+        raise InputError(
+            f"{path} holds {what}; save a tensor, or a dict with 'x' (and optional 'y', 'ids')"
+        )
+    if x.ndim == 0:
+        raise InputError(f"{path} holds one number, not a batch of inputs [N, ...]")
+    ids = np.arange(len(x)).astype(str) if ids is None else ids.astype(str)
+    return Inputs(x, ids, y, str(path))
+
+
 def _load_npz(path: Path) -> Inputs:
+    import zipfile
+
     try:
         z = np.load(path, allow_pickle=False)
-    except (ValueError, OSError) as e:
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
         raise InputError(f"{path} is not a readable .npz file ({e})") from None
     with z:
         if "x" not in z.files:
@@ -205,6 +279,10 @@ def check_inputs(inp: Inputs, num_classes: int) -> None:
     n = len(inp)
     if n == 0:
         raise InputError(f"{inp.source} holds no inputs")
+    if np.ndim(inp.ids) != 1:
+        raise InputError(
+            f"{inp.source}: ids have shape {list(np.shape(inp.ids))}; give one id per input (1-D)"
+        )
     if len(inp.ids) != n:
         raise InputError(f"{inp.source}: {len(inp.ids)} ids for {n} inputs; give one id per input")
     if len(set(inp.ids.tolist())) != n:
@@ -362,6 +440,10 @@ def plan_preprocess(
             raise InputError(f"--mean/--std give {len(m)}/{len(s)} values for {channels} channels")
         if np.any(s <= 0):
             raise InputError("--std values must be positive")
+        if not (np.all(np.isfinite(m)) and np.all(np.isfinite(s))):
+            raise InputError(
+                f"--mean and --std must be finite numbers, got {m.tolist()} and {s.tolist()}"
+            )
         pre.mean, pre.std = m, s
         pre.steps.append(f"normalised per channel with mean {m.tolist()} and std {s.tolist()}")
     return pre
@@ -391,9 +473,9 @@ def probe(model: nn.Module, pre: Preprocess, inp: Inputs, device, meta: dict | N
         z = logits_of(out)
     except ValueError as e:
         raise InputError(str(e)) from None
-    if z.ndim != 2 or z.shape[0] != 1 or z.shape[1] < 2:
+    if z.ndim != 2 or z.shape[0] != 1 or z.shape[1] < 1:
         raise InputError(
             f"the model's output for one input has shape {list(z.shape)}; ncip "
-            "needs class logits [1, C] with C >= 2"
+            "needs class logits [1, C] (C = 1: one logit of a binary classifier)"
         )
     return int(z.shape[1])

@@ -48,6 +48,29 @@ from ncip.tool.formats import (
 MAX_CLASS_GUESSES = 8
 
 
+@dataclass(frozen=True)
+class HeadRef:
+    """Where the head is in the files, when that is all a command needs (σ_cos: ncip prune)."""
+
+    head_key: str
+    num_classes: int
+
+
+def recorded_head(cs: CheckpointSet) -> HeadRef | None:
+    """The head an ncip checkpoint folder records (``head_key`` in every file's metadata), read
+    without building the model; None where the files do not record it."""
+    keys = {c.meta.get("head_key") for c in cs} if all(c.fmt == "ncip" for c in cs) else {None}
+    if None in keys or len(keys) != 1:
+        return None
+    key = keys.pop()
+    shapes = tensor_shapes(cs.final)
+    if key not in shapes or len(shapes[key]) < 2:
+        raise CheckpointError(
+            f"{cs.final.path} records its head as {key!r} but holds no such matrix"
+        )
+    return HeadRef(key, int(shapes[key][0]))
+
+
 @dataclass
 class LoadedModel:
     """A model with the final checkpoint's weights, and how the files map onto it."""
@@ -105,8 +128,37 @@ def _hf_pretrained(cls, ck: Checkpoint) -> nn.Module:
         raise CheckpointError(f"{ck.path} could not be loaded by transformers: {first}") from None
 
 
-def resolve_factory(spec: str | Callable | None, cs: CheckpointSet) -> Factory:
-    """The model factory named by ``spec`` (see the module docstring)."""
+def _runs_no_code(recorded: str) -> bool:
+    """A recorded factory that names no code to import: an ncip model or a torchvision builder."""
+    from ncip.core.models import list_models
+
+    return recorded in list_models() or recorded.startswith("torchvision:")
+
+
+def _recorded_factory(meta: dict, cs: CheckpointSet, trust: bool) -> Factory:
+    """The factory a checkpoint's metadata names. Checkpoint files are untrusted data, like a
+    pickle: a module or file named inside them is imported only when the user says so."""
+    recorded = str(meta.get("factory"))
+    if _runs_no_code(recorded):
+        return resolve_factory(recorded, cs)
+    if not trust:
+        raise ModelSourceError(
+            f"the checkpoints name their model factory {recorded!r}; ncip runs no code named "
+            f"inside checkpoint files: if you trust it, pass --model {recorded} (or "
+            "--trust-recorded-model)"
+        )
+    if meta.get("arch") == "external":
+        return Factory(lambda _c: build_external(meta), False, f"{recorded} (imported)")
+    return callable_factory(_import_user(recorded), f"{recorded} (recorded in the checkpoints)")
+
+
+def resolve_factory(
+    spec: str | Callable | None, cs: CheckpointSet, trust_recorded: bool = False
+) -> Factory:
+    """The model factory named by ``spec`` (see the module docstring). Without ``spec``, a
+    factory recorded in the checkpoints is used only if it runs no code (an ncip model, a
+    torchvision builder, a Hugging Face architecture with its config), or with
+    ``trust_recorded``."""
     from ncip.core.models import list_models
 
     if callable(spec):
@@ -116,18 +168,10 @@ def resolve_factory(spec: str | Callable | None, cs: CheckpointSet) -> Factory:
         meta = final.meta if final.fmt == "ncip" else {}
         if meta.get("arch") in list_models():
             return _ncip_factory(meta)
-        if meta.get("arch") == "external":
-            return Factory(
-                lambda _c: build_external(meta),
-                False,
-                f"{meta.get('factory')} (imported into the study)",
-            )
-        if meta.get("factory"):
-            return callable_factory(
-                import_named(meta["factory"]), f"{meta['factory']} (recorded in the checkpoints)"
-            )
         if meta.get("hf_architecture"):
             return hf_meta_factory(meta)
+        if meta.get("factory"):
+            return _recorded_factory(meta, cs, trust_recorded)
         if final.fmt == "hf" and (final.path / "config.json").is_file():
             return _hf_factory(final.path / "config.json")
         raise ModelSourceError(
@@ -139,7 +183,42 @@ def resolve_factory(spec: str | Callable | None, cs: CheckpointSet) -> Factory:
         return _torchvision_factory(spec.split(":", 1)[1])
     if spec in list_models():
         return _registry_factory(spec, cs)
-    return callable_factory(import_named(spec), f"--model {spec}")
+    return callable_factory(_import_user(spec), f"--model {spec}")
+
+
+def _import_user(spec: str):
+    """Import the user's model module or file, turning whatever its import does into one line:
+    an exception, a syntax error, ``sys.exit`` (argv is hidden from scripts that parse it)."""
+    import sys
+
+    mod = spec.rpartition(":")[0]
+    see = (
+        f"python -c 'import runpy; runpy.run_path(\"{mod}\")'"
+        if mod.endswith(".py")
+        else (f"python -c 'import {mod}'")
+    )
+    argv = sys.argv
+    sys.argv = [mod]
+    try:
+        return import_named(spec)
+    except ModelSourceError:
+        raise
+    except SystemExit as e:
+        raise ModelSourceError(
+            f"--model {spec}: importing {mod} called sys.exit({e.code!r}); guard its script "
+            'code with `if __name__ == "__main__":`'
+        ) from None
+    except BaseException as e:  # noqa: BLE001  (user code: any error, one line)
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        first = str(e).strip().splitlines()[0][:160] if str(e).strip() else ""
+        raise ModelSourceError(
+            f"--model {spec}: importing {mod} raised {type(e).__name__}"
+            + (f": {first}" if first else "")
+            + f"; run `{see}` to see the traceback"
+        ) from None
+    finally:
+        sys.argv = argv
 
 
 def _ncip_factory(meta: dict) -> Factory:
@@ -289,9 +368,10 @@ def load_model(
     prefix: str | None = None,
     head: str | None = None,
     device: torch.device | str = "cpu",
+    trust_recorded: bool = False,
 ) -> LoadedModel:
     """Build the model, match the final checkpoint's keys to it and load those weights."""
-    factory = resolve_factory(spec, cs)
+    factory = resolve_factory(spec, cs, trust_recorded)
     final = cs.final
     file_shapes = tensor_shapes(final)
     model = None
@@ -325,12 +405,15 @@ def _guess_classes(factory: Factory, file_shapes: dict[str, tuple], prefix: str 
     sizes: list[int] = []
     for k in reversed(list(file_shapes)):
         s = file_shapes[k]
-        if k.endswith("weight") and len(s) == 2 and s[0] >= 2 and s[0] not in sizes:
+        if k.endswith("weight") and len(s) == 2 and s[0] >= 1 and s[0] not in sizes:
             sizes.append(int(s[0]))
+    errors: list[str] = []
     for c in sizes[:MAX_CLASS_GUESSES]:
         try:
             model = factory.build(c)
-        except Exception:  # noqa: BLE001  (a wrong guess may not even build)
+        except Exception as e:  # noqa: BLE001  (a wrong guess may not even build)
+            first = str(e).strip().splitlines()[0][:160] if str(e).strip() else ""
+            errors.append(f"{type(e).__name__}" + (f": {first}" if first else ""))
             continue
         keys = list(model.state_dict().keys())
         try:
@@ -339,6 +422,11 @@ def _guess_classes(factory: Factory, file_shapes: dict[str, tuple], prefix: str 
             continue
         if _shapes_match(model, file_shapes, pre):
             return model, c
+    if errors and len(errors) == len(sizes[:MAX_CLASS_GUESSES]):
+        raise ModelSourceError(
+            f"{factory.description} failed to build the model for every class count tried "
+            f"({', '.join(map(str, sizes[:MAX_CLASS_GUESSES]))}): {errors[0]}"
+        )
     raise ModelSourceError(
         f"{factory.description} does not match the final checkpoint for any class count the "
         f"file suggests ({', '.join(map(str, sizes[:MAX_CLASS_GUESSES])) or 'none'}); check "

@@ -151,19 +151,22 @@ def plan_prune(
     ema: bool = False,
 ) -> PrunePlan:
     """What :func:`apply_prune` would keep and delete (nothing is touched)."""
-    from ncip.tool.modelsource import load_model
+    from ncip.tool.modelsource import load_model, recorded_head
     from ncip.tool.rank import head_sigma
     from ncip.tool.ranking import plan
 
     folder = Path(folder)
     if not folder.is_dir():
         raise PruneError(f"{folder} is not a folder of checkpoints")
-    if read_record(folder) is not None:
-        raise PruneError(f"{folder} was pruned already ({RECORD}); it holds NCIP's selection")
+    done = read_record(folder)
+    if done is not None:
+        return _resume(folder, done, ema)
     cs = discover(folder, ema)
     check_consistent(cs)
     check_history(cs, folder)
-    lm = load_model(model, cs, num_classes, prefix, head, "cpu")
+    lm = recorded_head(cs) if model is None and head is None else None
+    if lm is None:
+        lm = load_model(model, cs, num_classes, prefix, head, "cpu")
     usable, sigma, _ = head_sigma(lm, cs, skip_bad=False)
     pool, chosen, _ = plan(sigma, int(k), alpha)
     keep = [cs[usable[i]] for i in chosen]
@@ -181,6 +184,22 @@ def plan_prune(
         "other_files": len(cs.skipped),
     }
     return PrunePlan(folder, keep, delete, {c.path: _size(c.path) for c in cs}, record)
+
+
+def _resume(folder: Path, record: dict[str, Any], ema: bool) -> PrunePlan:
+    """A folder pruned already: finish the deletions of a prune that was killed part-way, or
+    refuse (it holds NCIP's selection)."""
+    left = [n for n in record.get("deleted", []) if (folder / n).exists()]
+    if not left:
+        raise PruneError(f"{folder} was pruned already ({RECORD}); it holds NCIP's selection")
+    cs = discover(folder, ema)
+    by_name = {c.name: c for c in cs}
+    keep = [by_name[n] for n in record["kept"] if n in by_name]
+    if len(keep) != len(record["kept"]):
+        gone = sorted(set(record["kept"]) - set(by_name))
+        raise PruneError(f"{folder}: the prune record keeps {gone[0]}, which is gone")
+    delete = [by_name[n] for n in left if n in by_name]
+    return PrunePlan(folder, keep, delete, {c.path: _size(c.path) for c in keep + delete}, record)
 
 
 def apply_prune(p: PrunePlan) -> None:

@@ -22,7 +22,6 @@ import torch
 from ncip.core.collapse import ALPHA, K
 from ncip.core.engine import Engine, EngineConfig, resolve_device
 from ncip.core.logs import log, progress_bar
-from ncip.core.scores import softmax64
 from ncip.tool.formats import Checkpoint, CheckpointError, check_consistent, discover, read_tensors
 from ncip.tool.inputs import (
     InputError,
@@ -32,13 +31,15 @@ from ncip.tool.inputs import (
     plan_preprocess,
     probe,
 )
-from ncip.tool.modelsource import LoadedModel, ModelSourceError, find_head, load_model
+from ncip.tool.modelsource import HeadRef, LoadedModel, ModelSourceError, find_head, load_model
 from ncip.tool.ranking import (
     Ranking,
     TVDAccumulator,
+    class_probs,
     compare_orders,
     ncip_table,
     plan,
+    plan_last_k,
     selection_record,
 )
 
@@ -82,12 +83,23 @@ def _pruned_selection(source, cs) -> dict | None:
             f"{source} was pruned to {len(kept)} checkpoints ({RECORD}) but "
             f"{missing[0]} is gone; the selection cannot be rebuilt"
         )
+    position = {c.name: i for i, c in enumerate(cs)}
+    last_kept = max(position[n] for n in kept)
+    later = [c.name for c in cs if c.name not in kept and position[c.name] > last_kept]
+    if later:
+        raise CheckpointError(
+            f"{source} was pruned ({RECORD}), but {', '.join(later[:3])} came later in "
+            "training: training went on after the prune, so the recorded selection is stale; "
+            f"move the new checkpoints to their own folder, or delete {RECORD} and prune again"
+        )
     cs.skipped += [(c.name, f"left over, not in {RECORD}") for c in cs if c.name not in kept]
     cs.checkpoints = [c for c in cs if c.name in kept]
     return record
 
 
-def head_sigma(lm: LoadedModel, cs, skip_bad: bool) -> tuple[list[int], list[float], list[str]]:
+def head_sigma(
+    lm: LoadedModel | HeadRef, cs, skip_bad: bool
+) -> tuple[list[int], list[float], list[str]]:
     """(usable checkpoint indices, their σ_cos, the names dropped) from head tensors alone."""
     from ncip.core.collapse import sigma_cos
 
@@ -110,7 +122,7 @@ def head_sigma(lm: LoadedModel, cs, skip_bad: bool) -> tuple[list[int], list[flo
             dropped.append(ck.name)
             continue
         keep.append(i)
-        sigma.append(sigma_cos(W))
+        sigma.append(sigma_cos(W) if W.shape[0] >= 2 else float("nan"))
     return keep, sigma, dropped
 
 
@@ -151,7 +163,7 @@ def _pass(
         if not np.all(np.isfinite(z)):
             bar.update(batches - done)
             return "produces NaN or infinite outputs"
-        on_batch(start, softmax64(z))
+        on_batch(start, class_probs(z))
         bar.update(1)
     return None
 
@@ -180,6 +192,8 @@ def rank(
     engine_path: str = "auto",
     precision: str = "fp32",
     compile: bool = False,
+    trust_recorded_model: bool = False,
+    order: str = "auto",
 ) -> Ranking:
     """Rank ``inputs`` by NCIP from a training run's ``checkpoints``; larger score = label first.
 
@@ -204,7 +218,7 @@ def rank(
         )
     if batch_size < 1:
         raise InputError(f"batch_size must be positive, got {batch_size}")
-    cs = discover(checkpoints, ema)
+    cs = discover(checkpoints, ema, order)
     check_consistent(cs)
     pruned = _pruned_selection(checkpoints, cs)
     note(
@@ -216,7 +230,7 @@ def rank(
         more = f" and {len(cs.skipped) - 6} more" if len(cs.skipped) > 6 else ""
         note(f"skipped {len(cs.skipped)} file(s): {listing}{more}")
     dev = resolve_device(device)
-    lm = load_model(model, cs, num_classes, prefix, head, dev)
+    lm = load_model(model, cs, num_classes, prefix, head, dev, trust_recorded_model)
     inp = load_inputs(inputs, ids, labels)
     pre = plan_preprocess(inp, lm.model, lm.meta, scale, mean, std)
     note(
@@ -234,6 +248,8 @@ def rank(
                 f"the model outputs {classes} classes but --head {head!r} has {lm.num_classes} rows"
             )
         lm.set_head(find_head(lm.model, classes), cs.final)
+    binary = classes == 1  # one logit: p = sigmoid(z), ranked as the two classes [1 - p, p]
+    classes = 2 if binary else classes
     check_inputs(inp, classes)
 
     usable, sigma, dropped = head_sigma(lm, cs, skip_bad)
@@ -251,6 +267,8 @@ def rank(
             "used as selected"
         )
         k, alpha = pruned["k"], pruned["alpha"]
+    elif binary:
+        pool, chosen, whole = plan_last_k(len(sigma), int(k), alpha)
     else:
         pool, chosen, whole = plan(sigma, int(k), alpha)
     if whole:

@@ -117,9 +117,15 @@ class Ranking:
             from ncip.tool.figures import preview_grid
 
             files[Path(preview)] = lambda p: preview_grid(self.table, images, p, class_names)
+        import os
+
+        for p in files:
+            _clean_stale_temps(p)
+        mode = 0o666 & ~_umask()  # temporary files are private; the outputs follow the umask
         with atomic_group(list(files)) as tmps:
             for (_, write), tmp in zip(files.items(), tmps, strict=True):
                 write(tmp)
+                os.chmod(tmp, mode)
         return list(files)
 
 
@@ -127,13 +133,29 @@ def sidecar(out: Path, what: str) -> Path:
     return out.with_name(f"{out.stem}.{what}.json")
 
 
-def check_output_path(out: Path, preview: Path | None = None) -> None:
-    """Refuse an output path before any work: wrong suffix, a folder, an unwritable place."""
+def output_paths(out: Path, preview: Path | None = None, labels: bool = True) -> list[Path]:
+    """Every file a ranking writes: the table, its sidecars, the preview."""
+    paths = [out, sidecar(out, "selection")] + ([sidecar(out, "evaluation")] if labels else [])
+    return paths + ([Path(preview)] if preview is not None else [])
+
+
+def check_output_path(out: Path, preview: Path | None = None, inputs: Sequence = ()) -> None:
+    """Refuse outputs before any work: a wrong suffix; an output (table, sidecar or preview)
+    that is a folder, one of the run's own inputs (``inputs``: inputs, labels, ids files), or
+    in a place that cannot be written."""
+    import os
+
     if out.suffix.lower() not in OUTPUT_SUFFIXES:
         raise InputError(f"--out {out}: end it in .csv or .parquet")
-    for p in (out, preview):
-        if p is None:
-            continue
+    if preview is not None and Path(preview).suffix.lower() != ".png":
+        raise InputError(f"--preview {preview}: end it in .png")
+    own = {Path(p).resolve(): str(p) for p in inputs if p is not None}
+    for p in output_paths(out, preview):
+        if p.resolve() in own:
+            raise InputError(
+                f"{p} is one of this run's inputs ({own[p.resolve()]}); writing there would "
+                "overwrite it: give another --out"
+            )
         if p.is_dir():
             raise InputError(
                 f"{p} is a folder; give a file name inside it, such as "
@@ -143,8 +165,23 @@ def check_output_path(out: Path, preview: Path | None = None) -> None:
         existing = next((a for a in [parent, *parent.parents] if a.exists()), Path("."))
         if not existing.is_dir():
             raise InputError(f"cannot write {p}: {existing} is a file, not a folder")
-    if preview is not None and Path(preview).suffix.lower() != ".png":
-        raise InputError(f"--preview {preview}: end it in .png")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise InputError(f"cannot write {p}: {existing} is not writable; choose another --out")
+
+
+def _clean_stale_temps(path: Path) -> None:
+    """Temporary files (``.name.XXXX.tmp``) of a write that was killed before its rename."""
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):
+        if stale.is_file():
+            stale.unlink(missing_ok=True)
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _write_table(table: pd.DataFrame, path: Path, fmt: str) -> None:
@@ -193,14 +230,48 @@ def selection_note(m: int, pool: int, k: int, alpha: float) -> str | None:
     return f"{line}; {hint}, or keep more checkpoints"
 
 
+def check_k_alpha(k: int, alpha: float) -> None:
+    """K an integer of at least 2 (NCIP compares checkpoints), alpha in (0, 1]."""
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 2:
+        raise InputError(
+            f"k must be an integer of at least 2 (NCIP compares checkpoints), got {k!r}"
+        )
+    candidate_pool(1, alpha)  # InputError naming alpha when it is not in (0, 1]
+
+
 def plan(sigma: Sequence[float], k: int, alpha: float) -> tuple[np.ndarray, np.ndarray, str | None]:
-    """(pool indices, selected indices, note) over m checkpoints in training order."""
+    """(pool indices, selected indices, note) over m checkpoints in training order. Refuses a
+    K or alpha that leaves fewer than two checkpoints: NCIP compares checkpoints, and with one
+    the TVD is 0 and NCIP is the margin alone."""
+    check_k_alpha(k, alpha)
     s = np.asarray(sigma, dtype=np.float64)
     pool = candidate_pool(len(s), alpha)
+    if len(pool) < 2 and len(s) >= 2:
+        need = math.ceil(1.5 / len(s) * 100) / 100
+        raise InputError(
+            f"alpha {alpha:g} leaves {len(pool)} of {len(s)} checkpoints in the pool; NCIP "
+            f"compares at least two: use --alpha {need:.2f} or more"
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the note below says it better
         chosen = pool[select_checkpoints(s[pool], k)]
     return pool, chosen, selection_note(len(s), len(pool), k, alpha)
+
+
+def plan_last_k(m: int, k: int, alpha: float) -> tuple[np.ndarray, np.ndarray, str]:
+    """The last K of the pool, for a one-logit (binary) head: σ_cos needs at least two class
+    vectors, and the head extended to two ([-w, w]) has the same geometry at every checkpoint,
+    so it cannot tell them apart."""
+    pool, _, _ = plan(np.zeros(m), k, alpha)
+    chosen = pool[-min(int(k), len(pool)) :]
+    return (
+        pool,
+        chosen,
+        (
+            f"one-logit (binary) head: sigma_cos needs two class vectors, so NCIP uses the last "
+            f"{len(chosen)} checkpoints of the pool of {len(pool)} instead of Algorithm 1"
+        ),
+    )
 
 
 def selection_record(
@@ -374,33 +445,86 @@ def format_evaluation(ev: pd.DataFrame) -> str:
 # Ranking from predictions
 
 
+def class_probs(z: np.ndarray) -> np.ndarray:
+    """Class probabilities from logits ``[N, C]``: softmax, or for one logit (a binary head
+    trained with a sigmoid) ``[1 - p, p]`` with ``p = sigmoid(z)``."""
+    z = np.asarray(z, dtype=np.float64)
+    if z.ndim == 2 and z.shape[1] == 1:
+        p = 0.5 * (1.0 + np.tanh(0.5 * z[:, 0]))  # sigmoid without overflow
+        return np.stack([1.0 - p, p], axis=1)
+    return softmax64(z)
+
+
+def _tolerance(a: np.ndarray) -> float:
+    """How far a row of probabilities may sum from 1: float16 stores ~3 significant digits."""
+    return 5e-3 if np.asarray(a).dtype == np.float16 else 1e-4
+
+
+def _as_2d(a: np.ndarray, what: str) -> np.ndarray:
+    a = np.asarray(a)
+    a = a[:, None] if a.ndim == 1 else a
+    if a.ndim != 2 or a.shape[1] < 1:
+        raise InputError(f"{what} must be [N, C] (or [N] for a binary model), got {list(a.shape)}")
+    return a
+
+
+def decide_kind(arrays: Sequence[np.ndarray], kind: str) -> tuple[str, str]:
+    """Whether every checkpoint's array holds probabilities or logits, decided once for all of
+    them, and why (in words). Refuses arrays that are neither consistently."""
+    if kind not in ("auto", "probs", "logits"):
+        raise InputError(f"kind must be 'auto', 'probs' or 'logits', got {kind!r}")
+    if kind != "auto":
+        return kind, "as given (kind=" + kind + ")"
+    looks = []
+    for i, a in enumerate(arrays):
+        a2 = _as_2d(a, f"checkpoint {i}'s predictions")
+        b = np.asarray(a2, dtype=np.float64)
+        in_unit = bool(b.min() >= 0 and b.max() <= 1)
+        sums = b.sum(axis=1) if b.shape[1] > 1 else None
+        if in_unit and (sums is None or np.allclose(sums, 1, atol=_tolerance(a2))):
+            looks.append("probs")
+        elif in_unit and sums is not None and np.all(sums < 1):
+            raise InputError(
+                f"checkpoint {i}'s rows lie in [0, 1] but sum to {sums.min():.3g}..{sums.max():.3g}"
+                ", not 1: truncated (top-k) probabilities? pass the full distribution, or "
+                "logits with kind='logits'"
+            )
+        else:
+            looks.append("logits")
+    if len(set(looks)) > 1:
+        odd = [i for i, v in enumerate(looks) if v != looks[0]]
+        raise InputError(
+            f"checkpoints {odd[:5]} look like {looks[odd[0]]} but checkpoint 0 like {looks[0]}; "
+            "pass kind='probs' or kind='logits'"
+        )
+    why = (
+        "probabilities: every row lies in [0, 1] and sums to 1"
+        if looks[0] == "probs"
+        else "logits: some values lie outside [0, 1] or rows do not sum to 1"
+    )
+    return looks[0], why
+
+
 def _as_probs(a: np.ndarray, kind: str, what: str) -> np.ndarray:
-    a = np.asarray(a, dtype=np.float64)
-    if a.ndim != 2 or a.shape[1] < 2:
-        raise InputError(f"{what} must be [N, C] with C >= 2, got shape {list(a.shape)}")
-    if not np.all(np.isfinite(a)):
-        bad = int((~np.isfinite(a)).any(axis=1).sum())
+    a2 = _as_2d(a, what)
+    b = np.asarray(a2, dtype=np.float64)
+    if not np.all(np.isfinite(b)):
+        bad = int((~np.isfinite(b)).any(axis=1).sum())
         raise InputError(
             f"{what} holds NaN or infinite values in {bad} rows; fix or drop that "
             "checkpoint's predictions"
         )
-    if kind == "auto":
-        sums = a.sum(axis=1)
-        kind = (
-            "probs"
-            if a.min() >= 0 and a.max() <= 1 and np.allclose(sums, 1, atol=1e-4)
-            else "logits"
-        )
     if kind == "logits":
-        return softmax64(a)
-    if kind != "probs":
-        raise InputError(f"kind must be 'auto', 'probs' or 'logits', got {kind!r}")
-    if a.min() < 0 or not np.allclose(a.sum(axis=1), 1, atol=1e-4):
+        return class_probs(b)
+    if b.min() < 0 or b.max() > 1:
+        raise InputError(f"{what} are not probabilities (values outside [0, 1])")
+    if b.shape[1] == 1:  # one sigmoid probability per input
+        return np.concatenate([1.0 - b, b], axis=1)
+    if not np.allclose(b.sum(axis=1), 1, atol=_tolerance(a2)):
         raise InputError(
-            f"{what} are not probabilities (rows must be >= 0 and sum to 1); pass "
-            "kind='logits' for logits"
+            f"{what} are not probabilities (rows must sum to 1); pass kind='logits' for logits"
         )
-    return a
+    return b / b.sum(axis=1, keepdims=True)
 
 
 def rank_probs(
@@ -432,6 +556,7 @@ def rank_probs(
             f"probs must be [K, N, C] (checkpoints, inputs, classes), got {list(probs.shape)}"
         )
     seq = list(seq)
+    check_k_alpha(k, alpha)
     m = len(seq)
     if m < 2:
         raise InputError(
@@ -440,10 +565,20 @@ def rank_probs(
         )
     if heads is not None and sigma is not None:
         raise InputError("give heads or sigma, not both")
+    kind, why = decide_kind(seq, kind)
+    binary_head = False
     if heads is not None:
-        sigma = [sigma_cos(np.asarray(h)) for h in heads]
+        shapes = {np.asarray(h).shape for h in heads}
+        if len(shapes) != 1 or len(next(iter(shapes))) != 2:
+            raise InputError(f"heads must be matrices [C, d] of one shape, got {sorted(shapes)}")
+        binary_head = next(iter(shapes))[0] == 1
+        sigma = [float("nan") if binary_head else sigma_cos(np.asarray(h)) for h in heads]
     candidates = [{"index": i} for i in range(m)]
-    if sigma is not None:
+    if binary_head:
+        if len(sigma) != m:
+            raise InputError(f"{len(sigma)} heads for {m} checkpoints")
+        pool, chosen, note = plan_last_k(m, k, alpha)
+    elif sigma is not None:
         if len(sigma) != m:
             raise InputError(f"{len(sigma)} heads/sigma values for {m} checkpoints")
         pool, chosen, note = plan(sigma, k, alpha)
@@ -482,5 +617,7 @@ def rank_probs(
         note,
         selected_by="sigma_cos" if heads is not None or not np.isnan(sigma[0]) else "all given",
     )
+    record["treated_as"] = why
     ev = compare_orders(final, score, y, seed) if y is not None else None
-    return Ranking(table, record, ev, [note] if note else [], order)
+    notes = [f"predictions treated as {why}"] + ([note] if note else [])
+    return Ranking(table, record, ev, notes, order)

@@ -112,10 +112,43 @@ class CheckpointWriter:
         }
         meta = {k: v for k, v in meta.items() if v is not None}
         path = self.path_for(epoch, step)
+        self._check_same_model(state, meta)
         self.dir.mkdir(parents=True, exist_ok=True)
         save_state(path, state, meta)
         self._record({"epoch": epoch, "step": step, "sigma_cos": sigma, **(metrics or {})})
         return path
+
+    def _check_same_model(self, state: dict, meta: dict[str, Any]) -> None:
+        """Refuse to mix models in one folder: a writer resumed with another model class, or
+        another training run's model written into this one's folder, would be ranked as one
+        run. Checked once per writer, against the folder's newest ncip checkpoint."""
+        if getattr(self, "_checked", False) or not self.dir.is_dir():
+            return
+        from ncip.core.checkpoints import CheckpointError, read_meta, safetensors_header
+        from ncip.core.io import safetensors_open
+
+        theirs = sorted(self.dir.glob("*.safetensors"), key=lambda p: p.stat().st_mtime)
+        theirs = [p for p in theirs if "ncip" in safetensors_header(p)]
+        if theirs:
+            other = theirs[-1]
+            with safetensors_open(other) as f:
+                shapes = {k: list(f.get_slice(k).get_shape()) for k in f.keys()}
+            mine = {k: list(v.shape) for k, v in state.items()}
+            old = read_meta(other)
+            why = None
+            if shapes != mine:
+                diff = sorted(set(shapes) ^ set(mine)) or [
+                    k for k in mine if shapes.get(k) != mine[k]
+                ]
+                why = f"another model (tensors differ, e.g. {diff[0]!r})"
+            elif old.get("factory") != meta.get("factory"):
+                why = f"the model {old.get('factory')!r}, this writer {meta.get('factory')!r}"
+            if why:
+                raise CheckpointError(
+                    f"{self.dir} holds checkpoints of {why} ({other.name}); write this run "
+                    "into its own folder"
+                )
+        self._checked = True
 
     def history(self) -> pd.DataFrame:
         f = self.dir / HISTORY

@@ -1,0 +1,360 @@
+"""`ncip rank` meets the habits users have (issue 23): each habit is a real folder saved the way
+people save it, from a small model trained here on scikit-learn's digits."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from typer.testing import CliRunner
+
+from ncip.cli import app
+from ncip.core.checkpoints import CheckpointError
+from ncip.tool.formats import discover
+from ncip.tool.ranking import rank_probs
+
+runner = CliRunner()
+
+
+class MLP(nn.Module):
+    def __init__(self, num_classes: int = 10):
+        super().__init__()
+        self.body = nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU())
+        self.fc = nn.Linear(32, num_classes)
+
+    def forward(self, x):
+        return self.fc(self.body(x))
+
+
+def _digits(binary: bool = False):
+    from ncip.study.data import prepare_dataset
+
+    _, s = prepare_dataset("digits")
+    tr, te = s["train"], s["test"]
+    if binary:  # zeros against ones
+        tr = tr.subset(np.flatnonzero(tr.y < 2))
+        te = te.subset(np.flatnonzero(te.y < 2))
+    return tr, te
+
+
+def _train(model, tr, epochs, save, binary=False):
+    x = torch.from_numpy(tr.x).float().div(255)
+    y = torch.from_numpy(tr.y)
+    torch.manual_seed(0)
+    opt = torch.optim.Adam(model.parameters(), 3e-3)
+    for e in range(1, epochs + 1):
+        for i in range(0, len(x), 64):
+            out = model(x[i : i + 64])
+            loss = (
+                F.binary_cross_entropy_with_logits(out[:, 0], y[i : i + 64].float())
+                if binary
+                else F.cross_entropy(out, y[i : i + 64])
+            )
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        save(e, model, opt)
+
+
+@pytest.fixture(scope="module")
+def tutorial(tmp_path_factory):
+    """PyTorch's tutorial layout: checkpoint_{e}.tar dicts (epoch, model and optimizer state),
+    with best.tar and final.tar copies beside them."""
+    d = tmp_path_factory.mktemp("tutorial")
+    tr, te = _digits()
+    (d / "ck").mkdir()
+
+    def save(e, model, opt):
+        torch.save(
+            {
+                "epoch": e,
+                "model_state_dict": model.state_dict(),
+                "optimizer_state_dict": opt.state_dict(),
+            },
+            d / "ck" / f"checkpoint_{e}.tar",
+        )
+
+    _train(MLP(), tr, 8, save)
+    shutil.copy(d / "ck" / "checkpoint_6.tar", d / "ck" / "best.tar")
+    shutil.copy(d / "ck" / "checkpoint_8.tar", d / "ck" / "final.tar")
+    np.savez(d / "test.npz", x=te.x, y=te.y, ids=te.ids)
+    (d / "mynet.py").write_text(
+        "import torch.nn as nn\n\n"
+        "class MLP(nn.Module):\n"
+        "    def __init__(self, num_classes=10):\n"
+        "        super().__init__()\n"
+        "        self.body = nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU())\n"
+        "        self.fc = nn.Linear(32, num_classes)\n\n"
+        "    def forward(self, x):\n"
+        "        return self.fc(self.body(x))\n"
+    )
+    return d
+
+
+def _rank(*args):
+    r = runner.invoke(app, ["rank", *map(str, args), "--quiet"])
+    assert r.exit_code == 0, r.output
+    return r
+
+
+def test_tutorial_dicts_with_best_and_final_copies(tutorial, tmp_path):
+    cs = discover(tutorial / "ck")
+    assert [c.name for c in cs] == [f"checkpoint_{e}.tar" for e in range(1, 9)]
+    assert cs.order == "the epoch recorded in each file"
+    copies = dict(cs.skipped)
+    assert copies["best.tar"] == "a copy of checkpoint_6.tar (same weights)"
+    assert copies["final.tar"] == "a copy of checkpoint_8.tar (same weights)"
+    d = tutorial
+    r = _rank(d / "ck", "--model", f"{d / 'mynet.py'}:MLP", "--inputs", d / "test.npz",
+              "--out", tmp_path / "r.csv", "--k", 4)  # fmt: skip
+    assert "a copy of checkpoint_6.tar" in r.output
+    sel = json.loads((tmp_path / "r.selection.json").read_text())
+    assert sel["final"].endswith("checkpoint_8.tar")
+    assert {s["file"] for s in sel["skipped"]} >= {"best.tar", "final.tar"}
+
+
+def test_a_copy_with_other_bytes_but_the_same_epoch_and_weights_is_a_copy(tutorial, tmp_path):
+    shutil.copytree(tutorial / "ck", tmp_path / "ck")
+    obj = torch.load(tmp_path / "ck" / "checkpoint_8.tar", weights_only=True)
+    torch.save({**obj, "note": "saved again"}, tmp_path / "ck" / "last_epoch.tar")
+    cs = discover(tmp_path / "ck")
+    assert cs.final.name == "checkpoint_8.tar"
+    assert "last_epoch.tar" in dict(cs.skipped)
+
+
+@pytest.mark.parametrize(
+    "pattern, field",
+    [
+        ("model-e{e:02d}-acc0.{acc}.pt", "after 'model-e'"),
+        ("ckpt_step{step}_ep{e}.pt", "after 'ckpt_step'"),
+        ("run2_epoch_{e}.pt", "after 'epoch'"),
+    ],
+)
+def test_names_with_several_numbers(tutorial, tmp_path, pattern, field):
+    accs = [91, 93, 90, 95, 94, 96, 92, 97]  # not in training order
+    for e in range(1, 9):
+        sd = torch.load(tutorial / "ck" / f"checkpoint_{e}.tar", weights_only=True)
+        name = pattern.format(e=e, acc=accs[e - 1], step=e * 125)
+        torch.save(sd["model_state_dict"], tmp_path / name)  # no epoch inside
+    cs = discover(tmp_path)
+    assert field in cs.order
+    got = [torch.equal(*(t["fc.weight"] for t in (
+        torch.load(c.path, weights_only=True),
+        torch.load(tutorial / "ck" / f"checkpoint_{e}.tar", weights_only=True)["model_state_dict"],
+    ))) for e, c in zip(range(1, 9), cs, strict=True)]  # fmt: skip
+    assert all(got)
+
+
+def test_names_whose_numbers_disagree_are_refused_naming_the_fields(tutorial, tmp_path):
+    sd = torch.load(tutorial / "ck" / "checkpoint_1.tar", weights_only=True)["model_state_dict"]
+    for a, b in ((1, 3), (2, 1), (3, 2)):
+        torch.save(sd, tmp_path / f"ckpt_step{a}_ep{b}.pt")
+        sd = {k: v + 1 for k, v in sd.items()}
+    with pytest.raises(CheckpointError, match="order the files differently"):
+        discover(tmp_path)
+
+
+def test_an_explicit_list_keeps_its_order_and_warns_when_files_disagree(tutorial, caplog):
+    files = [tutorial / "ck" / f"checkpoint_{e}.tar" for e in (1, 2, 4, 3, 5)]
+    with caplog.at_level(logging.WARNING, logger="ncip"):
+        cs = discover(files)
+    assert [c.name for c in cs] == [f.name for f in files]
+    assert cs.order == "the order given"
+    assert "checkpoint_3.tar (epoch 3) after checkpoint_4.tar (epoch 4)" in caplog.text
+
+
+def test_order_given_on_the_command_line(tutorial, tmp_path):
+    d = tutorial
+    files = [d / "ck" / f"checkpoint_{e}.tar" for e in range(1, 9)]
+    _rank(*files, "--model", f"{d / 'mynet.py'}:MLP", "--inputs", d / "test.npz",
+          "--out", tmp_path / "r.csv", "--k", 3)  # fmt: skip
+    sel = json.loads((tmp_path / "r.selection.json").read_text())
+    assert sel["order"] == "the order given"
+
+
+@pytest.fixture(scope="module")
+def binary(tmp_path_factory):
+    """A one-logit binary classifier (nn.Linear(d, 1) + BCEWithLogitsLoss), a plain loop."""
+    d = tmp_path_factory.mktemp("binary")
+    tr, te = _digits(binary=True)
+    (d / "ck").mkdir()
+    _train(
+        MLP(num_classes=1),
+        tr,
+        8,
+        lambda e, m, _o: torch.save(m.state_dict(), d / "ck" / f"epoch_{e}.pt"),
+        binary=True,
+    )
+    (d / "bin.py").write_text(
+        (d.parent / "x").as_posix()
+        and "import torch.nn as nn\n\n"
+        "def Net():\n"
+        "    return nn.Sequential(nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU()))\n"
+    )
+    np.savez(d / "test.npz", x=te.x, y=te.y, ids=te.ids)
+    return d, te
+
+
+def test_a_one_logit_binary_model_is_ranked_as_two_classes(binary, tmp_path, tutorial):
+    d, te = binary
+    (tmp_path / "bnet.py").write_text(
+        (tutorial / "mynet.py").read_text() + "\n\ndef Binary():\n    return MLP(num_classes=1)\n"
+    )
+    r = _rank(d / "ck", "--model", f"{tmp_path / 'bnet.py'}:Binary", "--inputs", d / "test.npz",
+              "--out", tmp_path / "r.csv", "--k", 3)  # fmt: skip
+    assert "one-logit (binary) head" in r.output
+    sel = json.loads((tmp_path / "r.selection.json").read_text())
+    assert sel["selected_count"] == 3 and sel["num_checkpoints"] == 8
+    import pandas as pd
+
+    table = pd.read_csv(tmp_path / "r.csv")
+    assert set(table["pred"]) <= {0, 1} and table["margin"].between(0, 1).all()
+    # the same ranking from the sigmoid probabilities, computed here
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bnet", tmp_path / "bnet.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    model = mod.Binary().eval()
+    x = torch.from_numpy(te.x).float().div(255)
+    probs = []
+    for e in (6, 7, 8):  # the last K = 3 of the pool
+        model.load_state_dict(torch.load(d / "ck" / f"epoch_{e}.pt", weights_only=True))
+        with torch.inference_mode():
+            probs.append(torch.sigmoid(model(x).double())[:, 0].numpy())
+    ref = rank_probs(probs, ids=te.ids, k=3).table
+    assert table["sample_id"].astype(str).tolist() == ref["sample_id"].tolist()
+
+
+def test_rank_probs_takes_sigmoid_outputs_and_says_what_it_assumed():
+    rng = np.random.default_rng(0)
+    p = [rng.uniform(size=50) for _ in range(4)]
+    r = rank_probs(p)
+    assert r.notes[0].startswith("predictions treated as probabilities")
+    assert r.table["margin"].between(0, 1).all()
+
+
+def test_rank_probs_float16_truncated_and_mixed_inputs():
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(3, 40, 10)) * 3
+    p = np.exp(z) / np.exp(z).sum(axis=2, keepdims=True)
+    r = rank_probs(list(p.astype(np.float16)))
+    assert "probabilities" in r.selection["treated_as"]
+    top5 = p.copy()
+    top5[top5 < np.sort(top5, axis=2)[:, :, -5:-4]] = 0
+    with pytest.raises(ValueError, match="truncated"):
+        rank_probs(list(top5))
+    with pytest.raises(ValueError, match="look like"):
+        rank_probs([p[0], z[1], p[2]])
+    heads = [rng.normal(size=(10, 8)), rng.normal(size=(10, 8)), rng.normal(size=(9, 8))]
+    with pytest.raises(ValueError, match="one shape"):
+        rank_probs(list(p), heads=heads)
+    for k, alpha in ((-1, 0.9), (3, 1.5)):
+        with pytest.raises(ValueError, match="k must|alpha must"):
+            rank_probs(list(p), k=k, alpha=alpha)
+
+
+def test_inputs_saved_with_torch_save(tutorial, tmp_path):
+    d = tutorial
+    with np.load(d / "test.npz") as z:
+        x, y, ids = z["x"], z["y"], z["ids"]
+    torch.save(torch.from_numpy(x), tmp_path / "x.pt")
+    torch.save({"x": torch.from_numpy(x), "y": torch.from_numpy(y), "ids": ids.tolist()},
+               tmp_path / "test.pth")  # fmt: skip
+    model = ["--model", f"{d / 'mynet.py'}:MLP", "--k", 3]
+    _rank(d / "ck", *model, "--inputs", tmp_path / "x.pt", "--out", tmp_path / "a.csv")
+    r = _rank(d / "ck", *model, "--inputs", tmp_path / "test.pth", "--out", tmp_path / "b.csv")
+    assert "RAUC" in r.output or "random" in r.output  # the labels in the file were used
+    _rank(d / "ck", *model, "--inputs", d / "test.npz", "--out", tmp_path / "c.csv")
+    import pandas as pd
+
+    a, b, c = (
+        pd.read_csv(tmp_path / f, dtype={"sample_id": str}) for f in ("a.csv", "b.csv", "c.csv")
+    )
+    assert b["sample_id"].tolist() == c["sample_id"].tolist()
+    assert np.allclose(np.sort(a["ncip"]), np.sort(c["ncip"]))
+
+
+def _writer_folder(tmp_path, model=None):
+    from ncip.tool.writer import CheckpointWriter
+
+    tr, te = _digits()
+    w = CheckpointWriter(tmp_path / "ck", head="fc", model=model, plot=False)
+    _train(MLP(), tr, 6, lambda e, m, _o: w.save(m, epoch=e))
+    np.savez(tmp_path / "test.npz", x=te.x, y=te.y, ids=te.ids)
+    return w
+
+
+def test_prune_needs_no_model_for_a_writer_folder(tmp_path):
+    _writer_folder(tmp_path)
+    r = runner.invoke(app, ["prune", str(tmp_path / "ck"), "--k", 3, "--yes"])
+    assert r.exit_code == 0, r.output
+    assert len(list((tmp_path / "ck").glob("*.safetensors"))) == 3
+    # the pruned folder still ranks (with the model named, since the files name none)
+    (tmp_path / "m.py").write_text(
+        "import torch.nn as nn\n\n"
+        "class MLP(nn.Module):\n"
+        "    def __init__(self, num_classes=10):\n"
+        "        super().__init__()\n"
+        "        self.body = nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU())\n"
+        "        self.fc = nn.Linear(32, num_classes)\n\n"
+        "    def forward(self, x):\n"
+        "        return self.fc(self.body(x))\n"
+    )
+    _rank(tmp_path / "ck", "--model", f"{tmp_path / 'm.py'}:MLP", "--inputs",
+          tmp_path / "test.npz", "--out", tmp_path / "r.csv")  # fmt: skip
+
+
+def test_a_writer_folder_refuses_another_model(tmp_path):
+    w = _writer_folder(tmp_path)
+
+    class Other(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(64, 10)
+
+        def forward(self, x):
+            return self.fc(x.flatten(1))
+
+    from ncip.tool.writer import CheckpointWriter
+
+    with pytest.raises(CheckpointError, match="holds checkpoints of another model"):
+        CheckpointWriter(tmp_path / "ck", head="fc", plot=False).save(Other(), epoch=7)
+    w.save(MLP(), epoch=7)  # the same model goes on
+
+
+def test_a_recorded_factory_runs_only_when_trusted(tmp_path):
+    from safetensors.torch import load_file
+
+    from ncip.core.checkpoints import read_meta, save_state
+
+    _writer_folder(tmp_path)
+    (tmp_path / "model_def.py").write_text(
+        "from pathlib import Path\n"
+        f"Path({str(tmp_path / 'ran')!r}).write_text('yes')\n"
+        "import torch.nn as nn\n\n"
+        "class MLP(nn.Module):\n"
+        "    def __init__(self, num_classes=10):\n"
+        "        super().__init__()\n"
+        "        self.body = nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU())\n"
+        "        self.fc = nn.Linear(32, num_classes)\n\n"
+        "    def forward(self, x):\n"
+        "        return self.fc(self.body(x))\n"
+    )
+    spec = f"{tmp_path / 'model_def.py'}:MLP"
+    for f in (tmp_path / "ck").glob("*.safetensors"):
+        save_state(f, load_file(str(f)), {**read_meta(f), "factory": spec})
+    args = ["rank", str(tmp_path / "ck"), "--inputs", str(tmp_path / "test.npz"), "--quiet",
+            "--out", str(tmp_path / "r.csv"), "--k", "3"]  # fmt: skip
+    r = runner.invoke(app, args)
+    assert r.exit_code == 2 and f"pass --model {spec}" in r.output
+    assert not (tmp_path / "ran").exists()
+    r = runner.invoke(app, [*args, "--trust-recorded-model"])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "ran").exists()
