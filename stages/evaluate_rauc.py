@@ -21,6 +21,7 @@ def main(
     scores: Path = typer.Option(Path("scores"), help="root of the score tables"),
     seed: int = typer.Option(..., help="seed of the tie-break permutation"),
     budgets: str = typer.Option(..., help="RAUC-n budgets, comma-separated"),
+    bootstrap: int = typer.Option(1000, min=100, help="resamples of the paired intervals"),
     attack_metrics: Path | None = typer.Option(None, help="generate-adversarial reports (JSON)"),
     metrics_dir: Path = typer.Option(Path("metrics")),
     plots_dir: Path = typer.Option(Path("plots")),
@@ -38,6 +39,7 @@ def main(
     write_json(metrics_dir / "adversarial.json", ev.nested(mean, "adv", ev.metric_names(ns)))
     write_json(metrics_dir / "accuracy.json", ev.accuracy(table))
     write_csv(metrics_dir / "per_ordering.csv", per_order)
+    write_csv(metrics_dir / "paired.csv", ev.paired_intervals(table, seed, bootstrap))
     write_text(metrics_dir / "tables.md", ev.tables_markdown(mean, std, ns, len(runs), attacks))
     for s in subjects:
         curves = {

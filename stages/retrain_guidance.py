@@ -31,6 +31,7 @@ def main(
     data: Path = typer.Option(...),
     checkpoints: Path = typer.Option(...),
     group: str = typer.Option(..., help="the arms: ncip, baselines or controls"),
+    recipe: str = typer.Option("union", help="union (training set + selection) or selected"),
     scores: Path | None = typer.Option(None, help="the group's score table (not for controls)"),
     predictions: Path | None = typer.Option(
         None, help="predict-probabilities output: the final model's stored test predictions"
@@ -48,11 +49,12 @@ def main(
     seeds: int = typer.Option(
         default(RetrainConfig, "seeds"), help="fine-tuning seeds to average over"
     ),
+    selected_epochs: int = typer.Option(default(RetrainConfig, "selected_epochs")),
     seed: int = typer.Option(0),
     device: str = typer.Option("auto"),
 ) -> None:
     t0 = time.perf_counter()
-    cfg = RetrainConfig(budget, pool_fraction, epochs, lr, batch_size, seeds)
+    cfg = RetrainConfig(budget, pool_fraction, epochs, lr, batch_size, seeds, 0, selected_epochs)
     cfg.validate()
     check_outputs(out)
     info = load_info(data)
@@ -64,12 +66,9 @@ def main(
     training = training_config(final)
     train = load_split(data / "train.npz", info)
     controls = group == "controls"
-    rows = retrain_gains(model, train, test, by_method, cfg, seed, pred, training, controls)
-    record = {
-        "group": group,
-        "config": cfg.__dict__,
-        "optimizer": training.get("optimizer", "adam"),
-    }
+    rows = retrain_gains(model, train, test, by_method, cfg, seed, pred, training, controls, recipe)
+    record = {"group": group, "recipe": recipe, "config": cfg.__dict__}
+    record["optimizer"] = training.get("optimizer", "adam")
     record.update(resolution(rows), training_inputs=len(train))
     record["seconds"] = time.perf_counter() - t0
     write_json(out, {**record, "rows": rows.to_dict("records")})

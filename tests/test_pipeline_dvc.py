@@ -99,10 +99,15 @@ def test_repro_runs_every_stage_and_writes_metrics(repo):
         assert (d / rec).read_bytes() == (d / pub).read_bytes()
     # retraining: one record per group of arms, merged into one per subject-run
     groups = sorted(p.stem for p in (d / "records" / "retrain" / "digits-lenet5-run-0").iterdir())
-    assert groups == ["baselines", "controls", "ncip"]
+    assert groups == [
+        f"{g}-{r}" for g in ("baselines", "controls", "ncip") for r in ("selected", "union")
+    ]
     merged = json.loads((d / "metrics" / "retrain" / "digits-lenet5-run-0.json").read_text())
     assert {"control:none", "control:random", "ncip", "deepgini"} <= set(merged["methods"])
     assert merged["methods"]["control:none"]["vs_none"] == 0.0
+    assert set(merged["recipes"]) == {"union", "selected"}
+    assert merged["recipes"]["union"]["methods"] == merged["methods"]
+    assert "ncip" in merged["recipes"]["selected"]["methods"]
     assert (d / "plots" / "analysis" / "digits-lenet5-run-0" / "tsne.png").exists()
     assert len(list((d / "models" / "digits-lenet5" / "run-0").glob("*.safetensors"))) == 6
 
@@ -191,7 +196,8 @@ def test_exp_run_k_reruns_selection_onwards_but_not_training(repo):
     assert [(p.stat().st_ino, p.stat().st_mtime_ns) for p in ckpts] == before
     assert "Running stage 'score-baselines" not in out
     # of the retraining arms, only NCIP's re-run: the baselines' and the controls' stay
-    assert "Running stage 'retrain-ncip@digits-lenet5-0'" in out
+    assert "Running stage 'retrain-ncip@digits-lenet5-0-union'" in out
+    assert "Running stage 'retrain-ncip@digits-lenet5-0-selected'" in out
     assert "Running stage 'retrain-baselines" not in out
     assert "Running stage 'retrain-controls" not in out
     sel = json.loads((d / "selection" / "digits-lenet5" / "run-0.json").read_text())

@@ -259,3 +259,42 @@ def tables_markdown(
     if attacks:
         out += ["## Attacks on the test split (paper Table 2 settings)\n", attack_table(attacks)]
     return "\n".join(out)
+
+
+PAIRED_BUDGETS = (None, 500)  # RAUC-ALL and RAUC-500, the headline's two
+
+
+def paired_intervals(
+    table: pd.DataFrame, seed: int = 0, resamples: int = 1000, budgets=PAIRED_BUDGETS
+) -> pd.DataFrame:
+    """NCIP minus every other method (baselines and ablations) per subject and split, with the
+    paired hierarchical bootstrap's 95% interval (:func:`ncip.study.statistics.paired_bootstrap`;
+    runs, then test inputs). Orders are those of the metrics (the seeded tie-break); a method
+    with several repeats (RS) enters with its first."""
+    from ncip.study.statistics import paired_bootstrap
+
+    out = []
+    table = table[table["repeat"] == 0]
+    for (subject, split), g in table.groupby(["subject", "split"], sort=True):
+        runs = []
+        for _, gr in g.groupby("run", sort=True):
+            position: dict | None = None  # sample id -> common index, from the first method
+            by_method = {}
+            for method, gm in gr.groupby("method", sort=True):
+                ids = gm["sample_id"].to_numpy()
+                if position is None:
+                    position = {v: i for i, v in enumerate(ids)}
+                    fault = (gm["label"] != gm["pred"]).to_numpy()
+                if len(ids) != len(position) or any(v not in position for v in ids):
+                    raise InputError(f"{subject} {split}: {method} scores other inputs")
+                idx = np.fromiter((position[v] for v in ids), dtype=np.int64, count=len(ids))
+                # the metrics' own order (row order and seeded tie-break), in common indices
+                order = idx[order_from_scores(gm["score"].to_numpy(), seed)]
+                by_method[method] = (order, fault)
+            runs.append(by_method)
+        if "ncip" not in runs[0]:
+            continue
+        part = paired_bootstrap(runs, "ncip", budgets, resamples, seed)
+        out.append(part.assign(subject=subject, split=split))
+    cols = ["subject", "split", "budget", "method", "diff", "lo", "hi", "verdict", "resamples"]
+    return pd.concat(out, ignore_index=True)[cols] if out else pd.DataFrame(columns=cols)

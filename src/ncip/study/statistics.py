@@ -67,3 +67,108 @@ def wilcoxon_table(wide: pd.DataFrame, reference: str = "ncip") -> pd.DataFrame:
     if not out.empty:
         out["p_holm"] = holm(out["p_raw"])
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-subject paired intervals: a hierarchical bootstrap over runs, then test inputs
+
+
+def weighted_rauc(fault_in_order: np.ndarray, weights: np.ndarray, n: int | None = None):
+    """RAUC-n (global ideal, :func:`ncip.core.metrics.rauc`) of bootstrap resamples given as
+    input weights: ``weights[b, i]`` copies of the i-th input of the order (``[B, N]``; the
+    copies of one input sit together, which is how equal scores rank). Returns ``[B]``; NaN
+    where a resample holds no fault. With every weight 1 it is :func:`rauc` itself."""
+    f = np.asarray(fault_in_order, dtype=np.float64)[None, :]
+    w = np.atleast_2d(np.asarray(weights, dtype=np.float64))
+    wf = w * f
+    before = np.cumsum(wf, axis=1) - wf  # faults ranked before each input's copies
+    F = wf.sum(axis=1)
+    if n is None:
+        c, n_eff = w, w.sum(axis=1)
+    else:
+        start = np.cumsum(w, axis=1) - w  # positions taken before each input's copies
+        c = np.clip(n - start, 0, w)  # copies inside the first n positions
+        n_eff = np.minimum(float(n), w.sum(axis=1))
+    area = (c * before + f * c * (c + 1) / 2).sum(axis=1)
+    k = np.minimum(n_eff, F)
+    ideal = k * (k + 1) / 2 + (n_eff - k) * F
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(F > 0, area / ideal, np.nan)
+
+
+def paired_bootstrap(
+    runs: list[dict[str, tuple[np.ndarray, np.ndarray]]],
+    reference: str,
+    budgets: tuple[int | None, ...] = (None,),
+    resamples: int = 1000,
+    seed: int = 0,
+    chunk: int = 100,
+) -> pd.DataFrame:
+    """NCIP (``reference``) minus each other method, per RAUC budget, with a 95% interval from a
+    paired hierarchical bootstrap: resample the runs, then each chosen run's test inputs, with
+    the same input resample for every method (the pairing). ``runs[r][method]`` is
+    ``(order, fault)``: the method's ranking of run r's inputs (indices, best first) and each
+    input's fault flag. Returns one row per (method, budget): the observed mean difference over
+    runs, the 2.5% and 97.5% bootstrap quantiles, and the number of resamples."""
+    R = len(runs)
+    if R == 0:
+        raise InputError("no runs to resample")
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, R, size=(resamples, R))  # the runs of each resample
+    methods = [m for m in runs[0] if m != reference]
+    # diffs[m][budget][b, j]: the difference on the j-th run drawn in resample b
+    diffs = {m: {n: np.empty((resamples, R)) for n in budgets} for m in methods}
+    observed = {m: {n: [] for n in budgets} for m in methods}
+    for r, by_method in enumerate(runs):
+        slots = np.argwhere(picks == r)  # (b, j) pairs that drew run r
+        N = len(next(iter(by_method.values()))[1])
+        for m in methods + [reference]:
+            order, fault = by_method[m]
+            if len(order) != N:
+                raise InputError(f"run {r}: {m} ranks {len(order)} inputs, not {N}")
+        for n in budgets:
+            ref_obs = weighted_rauc(by_method[reference][1][by_method[reference][0]],
+                                    np.ones((1, N)), n)[0]  # fmt: skip
+            for m in methods:
+                order, fault = by_method[m]
+                obs = weighted_rauc(fault[order], np.ones((1, N)), n)[0]
+                observed[m][n].append(ref_obs - obs)
+        for start in range(0, len(slots), chunk):
+            part = slots[start : start + chunk]
+            w = np.stack([np.bincount(rng.integers(0, N, N), minlength=N) for _ in part])
+            for n in budgets:
+                o_ref, f_ref = by_method[reference]
+                ref = weighted_rauc(f_ref[o_ref], w[:, o_ref], n)
+                for m in methods:
+                    order, fault = by_method[m]
+                    d = ref - weighted_rauc(fault[order], w[:, order], n)
+                    diffs[m][n][part[:, 0], part[:, 1]] = d
+    rows = []
+    for m in methods:
+        for n in budgets:
+            stat = np.nanmean(diffs[m][n], axis=1)
+            lo, hi = np.nanquantile(stat, [0.025, 0.975])
+            rows.append(
+                {
+                    "method": m,
+                    "budget": "all" if n is None else str(int(n)),
+                    "diff": float(np.nanmean(observed[m][n])),
+                    "lo": float(lo),
+                    "hi": float(hi),
+                    "resamples": resamples,
+                    "verdict": "win" if lo > 0 else "loss" if hi < 0 else "tie",
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def win_tie_loss(paired: pd.DataFrame) -> pd.DataFrame:
+    """Per method, budget and split: on how many subjects NCIP's interval lies above 0 (win),
+    below 0 (loss) or covers it (tie)."""
+    counts = (
+        paired.groupby(["split", "budget", "method"])["verdict"]
+        .value_counts()
+        .unstack(fill_value=0)
+        .reindex(columns=["win", "tie", "loss"], fill_value=0)
+    )
+    return counts.reset_index()
