@@ -90,10 +90,12 @@ def repo(tmp_path_factory):
     run(["git", "init", "-q"], d, env)
     run(dvc + ["init", "-q"], d, env)
     copy_plot_templates(d)
+    # the import is a step of its own, before the pipeline: no stage uses the tool
+    imported = run([sys.executable, "-m", "ncip", "import-external"], d, env)
     run(["git", "add", "-A"], d, env)
     run(["git", "commit", "-qm", "init"], d, env)
     out = run(dvc + ["repro"], d, env)
-    return d, env, dvc, out
+    return d, env, dvc, imported + out
 
 
 def test_an_external_subject_runs_through_dvc_repro_into_the_report(repo):
@@ -139,6 +141,17 @@ def test_a_changed_external_checkpoint_is_reimported_and_training_stays_skipped(
         meta, tensors = h.metadata(), {k: h.get_tensor(k) for k in h.keys()}  # noqa: SIM118
     tensors["classifier.bias"] = tensors["classifier.bias"] + 0.01
     save_file(tensors, str(f), metadata=meta)
+    # the study refuses an import older than its sources, with the fix
+    r = subprocess.run(
+        dvc + ["repro", "train-with-checkpoints@digits-mynet-0"],
+        cwd=d,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode != 0
+    assert "run `ncip import-external digits-mynet` again" in r.stdout + r.stderr
+    run([sys.executable, "-m", "ncip", "import-external", "digits-mynet"], d, env)
     out = run(dvc + ["repro", "train-with-checkpoints@digits-mynet-0"], d, env)
     assert "Running stage 'prepare-data@digits-mynet'" in out
-    assert "imported 8 checkpoints" in out
+    assert "Running stage 'train-with-checkpoints@digits-mynet-0'" in out

@@ -22,6 +22,19 @@ from ncip.tool.ranking import rank_probs
 runner = CliRunner()
 
 
+# the same network as a user's module file, for --model
+MLP_SOURCE = (
+    "import torch.nn as nn\n\n"
+    "class MLP(nn.Module):\n"
+    "    def __init__(self, num_classes=10):\n"
+    "        super().__init__()\n"
+    "        self.body = nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU())\n"
+    "        self.fc = nn.Linear(32, num_classes)\n\n"
+    "    def forward(self, x):\n"
+    "        return self.fc(self.body(x))\n"
+)
+
+
 class MLP(nn.Module):
     def __init__(self, num_classes: int = 10):
         super().__init__()
@@ -84,16 +97,7 @@ def tutorial(tmp_path_factory):
     shutil.copy(d / "ck" / "checkpoint_6.tar", d / "ck" / "best.tar")
     shutil.copy(d / "ck" / "checkpoint_8.tar", d / "ck" / "final.tar")
     np.savez(d / "test.npz", x=te.x, y=te.y, ids=te.ids)
-    (d / "mynet.py").write_text(
-        "import torch.nn as nn\n\n"
-        "class MLP(nn.Module):\n"
-        "    def __init__(self, num_classes=10):\n"
-        "        super().__init__()\n"
-        "        self.body = nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU())\n"
-        "        self.fc = nn.Linear(32, num_classes)\n\n"
-        "    def forward(self, x):\n"
-        "        return self.fc(self.body(x))\n"
-    )
+    (d / "mynet.py").write_text(MLP_SOURCE)
     return d
 
 
@@ -297,16 +301,7 @@ def test_prune_needs_no_model_for_a_writer_folder(tmp_path):
     assert r.exit_code == 0, r.output
     assert len(list((tmp_path / "ck").glob("*.safetensors"))) == 3
     # the pruned folder still ranks (with the model named, since the files name none)
-    (tmp_path / "m.py").write_text(
-        "import torch.nn as nn\n\n"
-        "class MLP(nn.Module):\n"
-        "    def __init__(self, num_classes=10):\n"
-        "        super().__init__()\n"
-        "        self.body = nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU())\n"
-        "        self.fc = nn.Linear(32, num_classes)\n\n"
-        "    def forward(self, x):\n"
-        "        return self.fc(self.body(x))\n"
-    )
+    (tmp_path / "m.py").write_text(MLP_SOURCE)
     _rank(tmp_path / "ck", "--model", f"{tmp_path / 'm.py'}:MLP", "--inputs",
           tmp_path / "test.npz", "--out", tmp_path / "r.csv")  # fmt: skip
 
@@ -336,16 +331,8 @@ def test_a_recorded_factory_runs_only_when_trusted(tmp_path):
 
     _writer_folder(tmp_path)
     (tmp_path / "model_def.py").write_text(
-        "from pathlib import Path\n"
-        f"Path({str(tmp_path / 'ran')!r}).write_text('yes')\n"
-        "import torch.nn as nn\n\n"
-        "class MLP(nn.Module):\n"
-        "    def __init__(self, num_classes=10):\n"
-        "        super().__init__()\n"
-        "        self.body = nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU())\n"
-        "        self.fc = nn.Linear(32, num_classes)\n\n"
-        "    def forward(self, x):\n"
-        "        return self.fc(self.body(x))\n"
+        f"from pathlib import Path\nPath({str(tmp_path / 'ran')!r}).write_text('yes')\n"
+        + MLP_SOURCE
     )
     spec = f"{tmp_path / 'model_def.py'}:MLP"
     for f in (tmp_path / "ck").glob("*.safetensors"):

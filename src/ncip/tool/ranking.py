@@ -99,7 +99,9 @@ class Ranking:
         from ncip.core.io import atomic_group
 
         out = Path(out)
-        check_output_path(out, None if preview is None else Path(preview))
+        source = getattr(self.inputs, "source", None)
+        own = [source] if source and source != "array" else []
+        check_output_path(out, None if preview is None else Path(preview), own)
         fmt = out.suffix.lower()
         files = {
             out: lambda p: _write_table(self.table, p, fmt),
