@@ -145,13 +145,18 @@ def agreement_paragraph(mean: pd.DataFrame, subjects: list[str]) -> str:
         ("rauc_all", paper.TABLE3, "RAUC-ALL"),
         ("rauc_500", paper.TABLE4, "RAUC-500"),
     ):
-        wins, comparable, diffs, paper_wins = 0, 0, [], 0
+        wins, comparable, diffs, paper_wins, above = 0, 0, [], 0, []
         for s in subjects:
             part = clean[clean["subject"] == s].set_index("method")[metric]
             if "ncip" not in part or not any(m in part for m in baselines()):
                 continue
             others = part[[m for m in baselines() if m in part.index]]
             wins += int(part["ncip"] > others.max())
+            above += [
+                f"{display(a)} on {s}"
+                for a in ablation()
+                if a != "ncip" and a in part.index and part[a] > part["ncip"]
+            ]
             col = column_of(s)
             if col and "ncip" in ref and col in ref["ncip"]:
                 comparable += 1
@@ -159,7 +164,10 @@ def agreement_paragraph(mean: pd.DataFrame, subjects: list[str]) -> str:
                 pcol = {m: ref[m][col] for m in baselines() if m in ref and col in ref[m]}
                 paper_wins += int(ref["ncip"][col] > max(pcol.values()))
         n = sum(1 for s in subjects if "ncip" in set(clean[clean["subject"] == s]["method"]))
-        txt = f"On clean data NCIP has the best {name} of all methods run in {wins} of {n} subjects"
+        txt = (
+            f"On clean data NCIP's mean {name} is above every baseline's in {wins} of {n} "
+            "subjects" + (f" (its own ablation scores higher: {', '.join(above)})" if above else "")
+        )
         if comparable:
             txt += (
                 f"; on the {comparable} subjects the paper also reports, its {name} differs "
@@ -514,7 +522,7 @@ def rq3_verdict(retrain: dict[str, dict]) -> str:
     )
     return (
         head
-        + " (NCIP − random, points, mean ± half-width over the seeds): "
+        + ". NCIP − random, in points, mean ± 95% half-width over the fine-tuning seeds: "
         + "; ".join(parts)
         + "."
     )
@@ -614,12 +622,12 @@ def paired_paragraph(paired: pd.DataFrame) -> str:
 
         def listing(rows) -> str:
             by = rows.groupby("subject")["method"].apply(lambda m: ", ".join(map(display, m)))
-            return "; ".join(f"{s}: {v}" for s, v in by.items()) or "none"
+            return "; ".join(f"on {s} {v}" for s, v in by.items()) or "no baseline"
 
         parts.append(
             f"{_budget_name(budget)} on {SPLIT_NAMES.get(split, split)} data: NCIP is better "
-            f"than {listing(better)}; worse than {listing(worse)}; every other difference to a "
-            "baseline has an interval that covers 0"
+            f"than {listing(better)}, and worse than {listing(worse)}; every other difference "
+            "to a baseline has an interval that covers 0"
         )
     return (
         "Per subject, NCIP minus each of the twelve baselines with a 95% interval from a paired "
