@@ -751,6 +751,37 @@ def trained_on_after_prune(t, b):
     return "rank", [t / "models", "--inputs", b / "test.npz", "--out", t / "r.csv"], [t / "r.csv"]
 
 
+def _params_with(t, change: str):
+    import yaml
+
+    if change.startswith("-"):  # a YAML list, not a mapping
+        (t / "params.yaml").write_text(change)
+    else:
+        cfg = yaml.safe_load((ROOT / "params.yaml").read_text())
+        for k, v in yaml.safe_load(change).items():
+            if isinstance(v, dict):
+                cfg.setdefault(k, {}).update(v)
+            else:
+                cfg[k] = v
+        (t / "params.yaml").write_text(yaml.safe_dump(cfg))
+    return "check-params", [t / "params.yaml"], []
+
+
+PARAM_CASES = [
+    ("runs: 5", "runs must be a non-empty list"),
+    ("- k\n- alpha\n", "holds a list, not a mapping"),
+    ("train: {lr: fast}", "train.lr must be a positive number"),
+    ("seed: abc", "seed must be an integer"),
+    ("attack: {val_size: -5}", "attack.val_size must be an integer >= 0"),
+    ("analysis: {tsne_points: -1}", "analysis.tsne_points must be an integer of at least 2"),
+    ("train: {device: tpu}", "train.device must be auto, cpu or cuda"),
+    ("train: {epochs: 2.5}", "train.epochs must be an integer"),
+    ("runs: [0, 0]", "runs lists 0 more than once"),
+    ("subjects: [fmnist-lenet1, fmnist-lenet1]", "subjects lists fmnist-lenet1 more than once"),
+    ("k: 1", "k must be an integer of at least 2"),
+]
+
+
 CASES = [
     Case("NaN in the inputs", nan_input, "input 'digits:row:"),
     Case("NaN weight in the final checkpoint", nan_final, "epoch-006.safetensors holds NaN"),
@@ -860,6 +891,9 @@ CASES = [
     Case("a .pt holding a module", torch_file_with_a_module, "cannot be read as tensors"),
     Case("a .pt dict without x", torch_file_without_x, "a dict without 'x'"),
     Case("training went on after a prune", trained_on_after_prune, "came later in training"),
+] + [
+    Case(f"params: {change.strip()}", lambda t, b, c=change: _params_with(t, c), match)
+    for change, match in PARAM_CASES
 ]
 
 

@@ -345,3 +345,19 @@ def test_a_recorded_factory_runs_only_when_trusted(tmp_path):
     r = runner.invoke(app, [*args, "--trust-recorded-model"])
     assert r.exit_code == 0, r.output
     assert (tmp_path / "ran").exists()
+
+
+def test_outputs_follow_the_umask_and_stale_temps_go(tutorial, tmp_path):
+    import os
+
+    d = tutorial
+    (tmp_path / ".r.csv.abc123.tmp").write_text("left by a killed run")
+    old = os.umask(0o022)
+    try:
+        _rank(d / "ck", "--model", f"{d / 'mynet.py'}:MLP", "--inputs", d / "test.npz",
+              "--out", tmp_path / "r.csv", "--k", 3)  # fmt: skip
+    finally:
+        os.umask(old)
+    for f in ("r.csv", "r.selection.json"):
+        assert (tmp_path / f).stat().st_mode & 0o777 == 0o644
+    assert not (tmp_path / ".r.csv.abc123.tmp").exists()

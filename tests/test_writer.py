@@ -65,13 +65,15 @@ def rank(folder, env, out, *extra):
     return r
 
 
-def plain_run(env, folder, epochs=8, resume_from=None):
+def plain_run(env, folder, epochs=8, resume_from=None, resume=False):
     from writer_net import Net
 
     torch.manual_seed(0)
     model = Net()
     opt = torch.optim.Adam(model.parameters(), 3e-3)
-    writer = ncip.CheckpointWriter(folder, model="writer_net:Net", input_shape=[1, 8, 8])
+    writer = ncip.CheckpointWriter(
+        folder, model="writer_net:Net", input_shape=[1, 8, 8], resume=resume
+    )
     x, y = env["x"], env["y"]
     for epoch in range(1, epochs + 1):
         for i in range(0, len(x), 64):
@@ -84,7 +86,7 @@ def plain_run(env, folder, epochs=8, resume_from=None):
     return writer
 
 
-def test_plain_writer_folder_ranks_with_no_options_and_records_sigma(env, tmp_path):
+def test_plain_writer_folder_ranks_and_records_sigma(env, tmp_path):
     writer = plain_run(env, tmp_path / "ck")
     files = sorted(p.name for p in (tmp_path / "ck").glob("*.safetensors"))
     assert files == [f"epoch-{e:03d}.safetensors" for e in range(1, 9)]
@@ -96,10 +98,16 @@ def test_plain_writer_folder_ranks_with_no_options_and_records_sigma(env, tmp_pa
     last = read_tensor(tmp_path / "ck" / files[-1], "classifier.weight")
     assert hist["sigma_cos"].iloc[-1] == pytest.approx(sigma_cos(last), abs=1e-12)
     assert (tmp_path / "ck" / "sigma_cos.png").stat().st_size > 0
-    r = rank(tmp_path / "ck", env, tmp_path / "r.csv", "--k", 4)
+    # the recorded factory is a module: it is used only when the user says so
+    r = rank(tmp_path / "ck", env, tmp_path / "r.csv", "--k", 4, "--trust-recorded-model")
     assert "writer_net:Net (recorded in the checkpoints)" in r.output
-    # a resumed run writes epochs again: files and rows are replaced, not duplicated
-    plain_run(env, tmp_path / "ck", resume_from=6)
+    # another run into the same folder is refused; a resumed one writes epochs again: files
+    # and rows are replaced, not duplicated
+    from ncip.core.checkpoints import CheckpointError
+
+    with pytest.raises(CheckpointError, match="another training run"):
+        plain_run(env, tmp_path / "ck", resume_from=6)
+    plain_run(env, tmp_path / "ck", resume_from=6, resume=True)
     assert len(list((tmp_path / "ck").glob("*.safetensors"))) == 8
     assert len(pd.read_csv(tmp_path / "ck" / "sigma_cos.csv")) == 8
 

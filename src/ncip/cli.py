@@ -35,8 +35,10 @@ def check_params(
     params: Path = typer.Argument(Path("params.yaml"), help="the study's parameters"),
 ) -> None:
     """Validate a study's params.yaml before `dvc repro` (make repro runs this first)."""
+    from ncip.study.paramcheck import check_shape
     from ncip.study.subjects import check_params as check
 
+    check_shape(params)
     subjects, runs = check(params)
     typer.echo(f"{params}: valid ({len(subjects)} subjects x {len(runs)} runs)")
 

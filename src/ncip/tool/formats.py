@@ -543,7 +543,13 @@ def _hf_weight_map(d: Path) -> dict[str, Path] | Path:
     """Key -> shard file for a sharded HF folder, or the single weights file."""
     for index in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
         if (d / index).is_file():
-            wm = json.loads((d / index).read_text())["weight_map"]
+            try:
+                wm = json.loads((d / index).read_text())["weight_map"]
+            except (ValueError, KeyError, TypeError) as e:
+                raise CheckpointError(
+                    f"{d / index} is not a readable shard index ({type(e).__name__}: {e}); "
+                    "restore it from the training run"
+                ) from None
             return {k: d / v for k, v in wm.items()}
     for single in ("model.safetensors", "pytorch_model.bin"):
         if (d / single).is_file():

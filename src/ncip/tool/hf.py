@@ -37,6 +37,7 @@ class NCIPCallback(TrainerCallback):
         every_n_steps: int | None = None,
         head: str | None = None,
         input_shape: Sequence[int] | None = None,
+        resume: bool = False,
     ):
         if every_n_epochs < 1 or (every_n_steps is not None and every_n_steps < 1):
             raise InputError("every_n_epochs and every_n_steps must be at least 1")
@@ -45,14 +46,23 @@ class NCIPCallback(TrainerCallback):
         self.dirpath = Path(dirpath)
         self.head = head
         self.input_shape = input_shape
+        self.resume = resume
         self._writer: CheckpointWriter | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.global_step > 0:  # resume_from_checkpoint continues this run
+            self.resume = True
 
     def _save(self, model, epoch: int | None, step: int) -> None:
         if self._writer is None:
             config = json.loads(model.config.to_json_string())
             extra = {"hf_architecture": type(model).__name__, "hf_config": config}
             self._writer = CheckpointWriter(
-                self.dirpath, head=self.head, input_shape=self.input_shape, extra=extra
+                self.dirpath,
+                head=self.head,
+                input_shape=self.input_shape,
+                extra=extra,
+                resume=self.resume,
             )
         self._writer.save(model, epoch=epoch, step=step)
 

@@ -39,13 +39,20 @@ def callback_class(base: type) -> type:
             head: str | None = None,
             model: str | Callable | None = None,
             input_shape: Sequence[int] | None = None,
+            resume: bool = False,
         ):
             super().__init__()
             if every_n_epochs < 1 or (every_n_train_steps is not None and every_n_train_steps < 1):
                 raise InputError("every_n_epochs and every_n_train_steps must be at least 1")
             self.every_n_epochs = every_n_epochs
             self.every_n_train_steps = every_n_train_steps
-            self.writer = CheckpointWriter(dirpath, head=head, model=model, input_shape=input_shape)
+            self.writer = CheckpointWriter(
+                dirpath, head=head, model=model, input_shape=input_shape, resume=resume
+            )
+
+        def on_train_start(self, trainer, pl_module):
+            if getattr(trainer, "ckpt_path", None):  # fit(ckpt_path=...) continues this run
+                self.writer.resume = True
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
             n = self.every_n_train_steps

@@ -272,7 +272,14 @@ def _hf_factory(config_path: Path) -> Factory:
             f"{config_path.parent} is a Hugging Face checkpoint: install transformers to "
             "rebuild its model, or name the model with --model"
         ) from None
-    cfg = json.loads(config_path.read_text())
+    try:
+        cfg = json.loads(config_path.read_text())
+    except ValueError as e:
+        raise CheckpointError(
+            f"{config_path} is not valid JSON ({e}); restore it from the training run"
+        ) from None
+    if not isinstance(cfg, dict):
+        raise CheckpointError(f"{config_path} holds no model config (a JSON object)")
     arch = (cfg.get("architectures") or [None])[0]
     if arch is None or not hasattr(transformers, arch):
         raise ModelSourceError(

@@ -26,6 +26,7 @@ import numpy as np
 from ncip.core.collapse import ALPHA, K
 from ncip.core.errors import NcipError
 from ncip.core.io import write_json
+from ncip.tool.files import follow_umask
 from ncip.tool.formats import (
     Checkpoint,
     CheckpointError,
@@ -206,6 +207,7 @@ def apply_prune(p: PrunePlan) -> None:
     """Write the record, then delete. A crash part-way leaves the record and some files: ranking
     uses the recorded ones, and the leftovers can be deleted by hand or by pruning again."""
     write_json(p.folder / RECORD, {**p.record, "bytes_freed": p.bytes_freed})
+    follow_umask([p.folder / RECORD])
     for c in p.delete:
         if c.path.is_dir():
             shutil.rmtree(c.path)

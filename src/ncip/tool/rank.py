@@ -22,7 +22,14 @@ import torch
 from ncip.core.collapse import ALPHA, K
 from ncip.core.engine import Engine, EngineConfig, resolve_device
 from ncip.core.logs import log, progress_bar
-from ncip.tool.formats import Checkpoint, CheckpointError, check_consistent, discover, read_tensors
+from ncip.tool.formats import (
+    Checkpoint,
+    CheckpointError,
+    check_consistent,
+    discover,
+    read_tensors,
+    tensor_shapes,
+)
 from ncip.tool.inputs import (
     InputError,
     Inputs,
@@ -97,6 +104,23 @@ def _pruned_selection(source, cs) -> dict | None:
     return record
 
 
+def _class_count_mismatch(lm, cs, ck, rows: int) -> None:
+    """Name the odd one out: the final checkpoint when most others differ from it."""
+    counts = [int(tensor_shapes(c).get(lm.head_key, (rows,))[0]) for c in cs]
+    final = counts[-1]
+    others = [n for n in counts[:-1] if n != final]
+    if len(others) * 2 >= len(counts) - 1:
+        raise CheckpointError(
+            f"{cs.final.path}: the final checkpoint's head {lm.head_key!r} has {final} rows, "
+            f"but {len(others)} of the {len(counts) - 1} other checkpoints have "
+            f"{max(set(others), key=others.count)}: it is not of this run; move it out"
+        )
+    raise CheckpointError(
+        f"{ck.path}: head {lm.head_key!r} has {rows} rows, the model (and the final "
+        f"checkpoint) {lm.num_classes} classes: it is not of this run; move it out"
+    )
+
+
 def head_sigma(
     lm: LoadedModel | HeadRef, cs, skip_bad: bool
 ) -> tuple[list[int], list[float], list[str]]:
@@ -109,10 +133,7 @@ def head_sigma(
         W = W.reshape(W.shape[0], -1)
         why = None
         if W.shape[0] != lm.num_classes:
-            raise CheckpointError(
-                f"{ck.path}: head {lm.head_key!r} has {W.shape[0]} rows, the "
-                f"model {lm.num_classes} classes"
-            )
+            _class_count_mismatch(lm, cs, ck, W.shape[0])
         if not np.all(np.isfinite(W)):
             why = f"holds NaN or infinite values in its head {lm.head_key!r}"
         elif np.any(np.linalg.norm(W, axis=1) == 0):
@@ -126,20 +147,31 @@ def head_sigma(
     return keep, sigma, dropped
 
 
+MAX_INPUT = 1e15  # no preprocessing brings a value this large to a model's range
+
+
 def _check_finite_inputs(inp: Inputs) -> None:
-    """Float inputs must be finite (integer inputs cannot hold NaN); checked in chunks, so a
-    memory-mapped test set larger than memory is read once and not held."""
+    """Float inputs must be finite and of a sane size (integer inputs cannot hold NaN); checked
+    in chunks, so a memory-mapped test set larger than memory is read once and not held."""
     if np.dtype(inp.x.dtype).kind != "f":
         return
     for start in range(0, len(inp), 65536):
-        chunk = np.asarray(inp.x[start : start + 65536])
-        ok = np.isfinite(chunk.reshape(len(chunk), -1)).all(axis=1)
+        chunk = np.asarray(inp.x[start : start + 65536]).reshape(min(65536, len(inp) - start), -1)
+        ok = np.isfinite(chunk).all(axis=1)
         if not ok.all():
             i = start + int(np.flatnonzero(~ok)[0])
             raise InputError(
                 f"{inp.source}: input {str(inp.ids[i])!r} holds NaN or infinite "
                 "values; fix or drop such inputs (NCIP's scores would be "
                 "meaningless)"
+            )
+        big = np.abs(chunk).max(axis=1) > MAX_INPUT
+        if big.any():
+            i = start + int(np.flatnonzero(big)[0])
+            raise InputError(
+                f"{inp.source}: input {str(inp.ids[i])!r} holds values up to "
+                f"{float(np.abs(chunk[i - start]).max()):.3g}, far outside any model's range "
+                "(overflowing its outputs); fix or drop such inputs"
             )
 
 
@@ -232,6 +264,7 @@ def rank(
     dev = resolve_device(device)
     lm = load_model(model, cs, num_classes, prefix, head, dev, trust_recorded_model)
     inp = load_inputs(inputs, ids, labels)
+    _check_finite_inputs(inp)
     pre = plan_preprocess(inp, lm.model, lm.meta, scale, mean, std)
     note(
         f"model: {lm.description}; head {lm.head_key!r}"
@@ -277,7 +310,6 @@ def rank(
     final, others = selected[-1], selected[:-1]
 
     n = len(inp)
-    _check_finite_inputs(inp)
     engine = Engine(
         lm.model,
         dev,

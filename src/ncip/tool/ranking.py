@@ -119,15 +119,14 @@ class Ranking:
             from ncip.tool.figures import preview_grid
 
             files[Path(preview)] = lambda p: preview_grid(self.table, images, p, class_names)
-        import os
+        from ncip.tool.files import clean_stale_temps, follow_umask
 
         for p in files:
-            _clean_stale_temps(p)
-        mode = 0o666 & ~_umask()  # temporary files are private; the outputs follow the umask
+            clean_stale_temps(p)
         with atomic_group(list(files)) as tmps:
             for (_, write), tmp in zip(files.items(), tmps, strict=True):
                 write(tmp)
-                os.chmod(tmp, mode)
+            follow_umask(tmps)  # temporary files are private; the outputs follow the umask
         return list(files)
 
 
@@ -169,21 +168,6 @@ def check_output_path(out: Path, preview: Path | None = None, inputs: Sequence =
             raise InputError(f"cannot write {p}: {existing} is a file, not a folder")
         if not os.access(existing, os.W_OK | os.X_OK):
             raise InputError(f"cannot write {p}: {existing} is not writable; choose another --out")
-
-
-def _clean_stale_temps(path: Path) -> None:
-    """Temporary files (``.name.XXXX.tmp``) of a write that was killed before its rename."""
-    for stale in path.parent.glob(f".{path.name}.*.tmp"):
-        if stale.is_file():
-            stale.unlink(missing_ok=True)
-
-
-def _umask() -> int:
-    import os
-
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _write_table(table: pd.DataFrame, path: Path, fmt: str) -> None:

@@ -27,6 +27,7 @@ from ncip.core.checkpoints import checkpoint_name, save_state
 from ncip.core.collapse import sigma_cos
 from ncip.core.io import write_csv
 from ncip.core.logs import log
+from ncip.tool.files import clean_stale_temps, follow_umask
 
 HISTORY = "sigma_cos.csv"
 PLOT = "sigma_cos.png"
@@ -54,7 +55,9 @@ class CheckpointWriter:
     ``head``: the classifier layer's name (default: the last ``nn.Linear``); ``model``: how to
     rebuild the model (a ``"package.module:function"`` spec, or the class/function itself);
     ``input_shape`` (one input, e.g. ``[1, 28, 28]``), ``mean``/``std`` are recorded for
-    `ncip rank` to check and preprocess inputs; ``plot`` draws ``sigma_cos.png``."""
+    `ncip rank` to check and preprocess inputs; ``plot`` draws ``sigma_cos.png``. A folder
+    holds one training run: a writer refuses a folder of another model or another run, unless
+    ``resume=True`` continues the run it holds."""
 
     def __init__(
         self,
@@ -67,8 +70,15 @@ class CheckpointWriter:
         std: Sequence[float] | None = None,
         plot: bool = True,
         extra: dict[str, Any] | None = None,
+        resume: bool = False,
     ):
+        import uuid
+
         self.dir = Path(directory)
+        # one id per training run, in every file: a folder takes one run's checkpoints only,
+        # and ``resume=True`` continues the run whose checkpoints the folder holds
+        self.run_id = uuid.uuid4().hex[:12]
+        self.resume = resume
         self.head = head
         self.factory = factory_spec(model)
         self.input_shape = list(input_shape) if input_shape is not None else None
@@ -99,6 +109,7 @@ class CheckpointWriter:
         sigma = sigma_cos(W)
         meta = {
             "writer": "ncip.CheckpointWriter",
+            "run_id": self.run_id,
             "epoch": epoch,
             "step": step,
             "head_key": f"{head}.weight",
@@ -110,11 +121,14 @@ class CheckpointWriter:
             "metrics": metrics or {},
             **self.extra,
         }
+        self._check_same_model(state, meta)
+        meta["run_id"] = self.run_id  # the folder's run, when resuming it
         meta = {k: v for k, v in meta.items() if v is not None}
         path = self.path_for(epoch, step)
-        self._check_same_model(state, meta)
         self.dir.mkdir(parents=True, exist_ok=True)
+        clean_stale_temps(path)
         save_state(path, state, meta)
+        follow_umask([path])
         self._record({"epoch": epoch, "step": step, "sigma_cos": sigma, **(metrics or {})})
         return path
 
@@ -143,6 +157,14 @@ class CheckpointWriter:
                 why = f"another model (tensors differ, e.g. {diff[0]!r})"
             elif old.get("factory") != meta.get("factory"):
                 why = f"the model {old.get('factory')!r}, this writer {meta.get('factory')!r}"
+            elif old.get("run_id") not in (None, self.run_id):
+                if not self.resume:
+                    raise CheckpointError(
+                        f"{self.dir} holds the checkpoints of another training run "
+                        f"({other.name}, run {old['run_id']}); write this run into its own "
+                        "folder, or pass resume=True to continue that run"
+                    )
+                self.run_id = old["run_id"]
             if why:
                 raise CheckpointError(
                     f"{self.dir} holds checkpoints of {why} ({other.name}); write this run "
@@ -164,6 +186,7 @@ class CheckpointWriter:
         hist = pd.concat([hist, pd.DataFrame([row])], ignore_index=True)
         hist = hist.sort_values(key, kind="stable").reset_index(drop=True)
         write_csv(self.dir / HISTORY, hist)
+        follow_umask([self.dir / HISTORY])
         if self.plot:
             self._draw(hist, key)
 
@@ -171,3 +194,4 @@ class CheckpointWriter:
         from ncip.tool.figures import sigma_figure
 
         sigma_figure(hist, key, self.dir / PLOT)
+        follow_umask([self.dir / PLOT])
