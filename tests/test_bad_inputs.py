@@ -751,6 +751,61 @@ def trained_on_after_prune(t, b):
     return "rank", [t / "models", "--inputs", b / "test.npz", "--out", t / "r.csv"], [t / "r.csv"]
 
 
+def huge_input(t, b):
+    with np.load(b / "test.npz") as z:
+        x = z["x"].astype(np.float32) / 255
+        x[3, 0, 0, 0] = 3e38
+        np.savez(t / "x.npz", x=x, ids=z["ids"])
+    return "rank", [b / "models", "--inputs", t / "x.npz", "--out", t / "r.csv"], [t / "r.csv"]
+
+
+def rank_tiny_alpha(t, b):
+    args = [b / "models", "--inputs", b / "test.npz", "--out", t / "r.csv", "--alpha", 0.05]
+    return "rank", args, [t / "r.csv"]
+
+
+def mean_nan(t, b):
+    args = [b / "models", "--inputs", b / "test.npz", "--out", t / "r.csv"]
+    return "rank", args + ["--mean", "nan", "--std", 1], [t / "r.csv"]
+
+
+def empty_labels(t, b):
+    (t / "y.npy").write_bytes(b"")
+    args = [b / "models", "--inputs", b / "test.npz", "--labels", t / "y.npy"]
+    return "rank", args + ["--out", t / "r.csv"], [t / "r.csv"]
+
+
+def factory_returns_a_number(t, b):
+    f = _user_model(t, "def Net(num_classes=10):\n    return 42\n")
+    args = [b / "models", "--inputs", b / "test.npz", "--out", t / "r.csv", "--model", f"{f}:Net"]
+    return "rank", args, [t / "r.csv"]
+
+
+def model_script_parses_argv(t, b):
+    f = _user_model(
+        t,
+        "import argparse\n"
+        "p = argparse.ArgumentParser()\n"
+        "p.add_argument('--data', required=True)\n"
+        "args = p.parse_args()\n",
+    )
+    args = [b / "models", "--inputs", b / "test.npz", "--out", t / "r.csv", "--model", f"{f}:Net"]
+    return "rank", args, [t / "r.csv"]
+
+
+def final_of_other_classes(t, b):
+    """Plain state dicts (epoch_1.pt ...), the final one of another class count."""
+    (t / "ck").mkdir()
+    files = sorted((b / "models").glob("*.safetensors"))
+    for e, f in enumerate(files, 1):
+        sd = load_file(str(f))
+        if e == len(files):
+            sd["head.weight"], sd["head.bias"] = sd["head.weight"][:5], sd["head.bias"][:5]
+        torch.save(sd, t / "ck" / f"epoch_{e}.pt")
+    args = [t / "ck", "--model", "lenet5", "--inputs", b / "test.npz", "--out", t / "r.csv"]
+    return "rank", args, [t / "r.csv"]
+
+
 def _params_with(t, change: str):
     import yaml
 
@@ -891,6 +946,17 @@ CASES = [
     Case("a .pt holding a module", torch_file_with_a_module, "cannot be read as tensors"),
     Case("a .pt dict without x", torch_file_without_x, "a dict without 'x'"),
     Case("training went on after a prune", trained_on_after_prune, "came later in training"),
+    Case("an input at 3e38", huge_input, "holds values up to 3e+38"),
+    Case("rank --alpha 0.05", rank_tiny_alpha, "alpha 0.05 leaves 1 of 6"),
+    Case("--mean nan", mean_nan, "--mean and --std must be finite"),
+    Case("an empty labels file", empty_labels, "y.npy cannot be read as labels"),
+    Case("a factory returning a number", factory_returns_a_number, "returned a int"),
+    Case("a --model script that parses argv", model_script_parses_argv, "called sys.exit(2)"),
+    Case(
+        "a final checkpoint of 5 classes",
+        final_of_other_classes,
+        "epoch-006.safetensors: the final",
+    ),
 ] + [
     Case(f"params: {change.strip()}", lambda t, b, c=change: _params_with(t, c), match)
     for change, match in PARAM_CASES

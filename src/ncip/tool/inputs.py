@@ -107,8 +107,8 @@ def _read_array(path: Path, what: str) -> np.ndarray:
             return np.load(path, allow_pickle=False)
         if path.suffix in (".txt", ".csv"):
             return np.array([ln.strip() for ln in path.read_text().splitlines() if ln.strip()])
-    except ValueError as e:
-        raise InputError(f"{path} cannot be read as {what} ({e})") from None
+    except (ValueError, OSError, EOFError) as e:
+        raise InputError(f"{path} cannot be read as {what} ({e or 'empty file'})") from None
     raise InputError(f"{what} file {path}: use .npy, or .txt with one value per line")
 
 
