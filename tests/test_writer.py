@@ -145,7 +145,7 @@ def test_lightning_callback(env, tmp_path):
     )
     trainer.fit(Lit(), torch.utils.data.DataLoader(data, batch_size=64))
     assert len(list((tmp_path / "ck").glob("epoch-*.safetensors"))) == 4
-    r = rank(tmp_path / "ck", env, tmp_path / "r.csv", "--k", 2)
+    r = rank(tmp_path / "ck", env, tmp_path / "r.csv", "--k", 2, "--model", "writer_net:Net")
     assert "prefix 'net.' stripped" in r.output
 
 
@@ -214,7 +214,8 @@ def test_hugging_face_callback(tmp_path):
 def test_prune_keeps_exactly_the_selection_and_the_ranking(env, tmp_path):
     plain_run(env, tmp_path / "ck", epochs=10)
     (tmp_path / "ck" / "notes.txt").write_text("not a checkpoint")
-    before = rank(tmp_path / "ck", env, tmp_path / "before.csv", "--k", 4)
+    named = ["--model", "writer_net:Net"]  # the recorded factory, named by the user
+    before = rank(tmp_path / "ck", env, tmp_path / "before.csv", "--k", 4, *named)
     used = json.loads((tmp_path / "before.selection.json").read_text())["used"]
     r = runner.invoke(app, ["prune", str(tmp_path / "ck"), "--k", 4])  # a dry run
     assert r.exit_code == 0 and "dry run" in r.output and "freeing" in r.output
@@ -224,7 +225,7 @@ def test_prune_keeps_exactly_the_selection_and_the_ranking(env, tmp_path):
     kept = sorted(str(p) for p in (tmp_path / "ck").glob("*.safetensors"))
     assert kept == sorted(used)
     assert (tmp_path / "ck" / "notes.txt").exists()  # only checkpoints are deleted
-    after = rank(tmp_path / "ck", env, tmp_path / "after.csv")
+    after = rank(tmp_path / "ck", env, tmp_path / "after.csv", *named)
     assert "pruned to NCIP's selection" in after.output and before.exit_code == 0
     assert (tmp_path / "before.csv").read_bytes() == (tmp_path / "after.csv").read_bytes()
     r = runner.invoke(app, ["prune", str(tmp_path / "ck"), "--k", 4])

@@ -472,8 +472,8 @@ def _name_field_order(found: list[Checkpoint], label: str) -> tuple[list[Checkpo
     the same shape (text between the numbers); None where the shapes differ."""
     parts = [re.split(r"(\d+)", c.name) for c in found]
     shapes = {tuple(p[0::2]) for p in parts}
-    if len(shapes) != 1:
-        return None
+    if len(shapes) != 1 or len(parts[0]) // 2 < 2:
+        return None  # one number per name: the natural order below
     texts = parts[0][0::2]
     fields = []
     for i in range(len(parts[0]) // 2):
