@@ -361,3 +361,21 @@ def test_outputs_follow_the_umask_and_stale_temps_go(tutorial, tmp_path):
     for f in ("r.csv", "r.selection.json"):
         assert (tmp_path / f).stat().st_mode & 0o777 == 0o644
     assert not (tmp_path / ".r.csv.abc123.tmp").exists()
+
+
+def test_truncated_hugging_face_files_are_named(tmp_path):
+    from safetensors.torch import save_file
+
+    from ncip.tool.formats import read_tensors
+    from ncip.tool.modelsource import _hf_factory
+
+    d = tmp_path / "checkpoint-10"
+    d.mkdir()
+    save_file({"w": torch.zeros(2, 2)}, str(d / "model-00001-of-00001.safetensors"))
+    (d / "model.safetensors.index.json").write_text('{"weight_map": {"w": "model-0000')
+    cs = discover(tmp_path)
+    with pytest.raises(CheckpointError, match="model.safetensors.index.json is not a readable"):
+        read_tensors(cs.final, ["w"])
+    (d / "config.json").write_text('{"architectures": ["Bert')
+    with pytest.raises(CheckpointError, match="config.json is not valid JSON"):
+        _hf_factory(d / "config.json")
