@@ -955,7 +955,7 @@ CASES = [
     Case(
         "a final checkpoint of 5 classes",
         final_of_other_classes,
-        "epoch-006.safetensors: the final",
+        "epoch_6.pt: the final",
     ),
 ] + [
     Case(f"params: {change.strip()}", lambda t, b, c=change: _params_with(t, c), match)

@@ -283,9 +283,9 @@ def rank(
         lm.set_head(find_head(lm.model, classes), cs.final)
     binary = classes == 1  # one logit: p = sigmoid(z), ranked as the two classes [1 - p, p]
     classes = 2 if binary else classes
-    check_inputs(inp, classes)
-
+    # the heads first: a checkpoint of another class count is named before the labels are
     usable, sigma, dropped = head_sigma(lm, cs, skip_bad)
+    check_inputs(inp, classes)
     if len(usable) < 2:
         raise CheckpointError(
             f"only {len(usable)} usable checkpoint(s): NCIP needs at least 2 "
