@@ -916,7 +916,7 @@ CASES = [
     ),
     Case("--cost-out is a folder", cost_out_is_folder, "cost.json is a folder"),
     Case("--attacks ''", no_attacks, "no attacks given"),
-    Case("subjects: a string", subjects_not_a_list, "subjects in"),
+    Case("subjects: a string", subjects_not_a_list, "subjects must be a non-empty list"),
     Case("subjects: null", subjects_null, "lists no subjects"),
     Case("attacks: '' in params.yaml", attacks_empty_in_params, "attack.attacks: no attacks given"),
     Case("k = 0", bad_k, "k must be a positive"),

@@ -98,7 +98,9 @@ def test_repro_runs_every_stage_and_writes_metrics(repo):
     ):
         assert (d / rec).read_bytes() == (d / pub).read_bytes()
     # retraining: one record per group of arms, merged into one per subject-run
-    groups = sorted(p.stem for p in (d / "records" / "retrain" / "digits-lenet5-run-0").iterdir())
+    groups = sorted(
+        p.stem for p in (d / "records" / "retrain" / "digits-lenet5-run-0").glob("*.json")
+    )
     assert groups == [
         f"{g}-{r}" for g in ("baselines", "controls", "ncip") for r in ("selected", "union")
     ]
