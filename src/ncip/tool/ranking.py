@@ -225,19 +225,26 @@ def check_k_alpha(k: int, alpha: float) -> None:
     candidate_pool(1, alpha)  # InputError naming alpha when it is not in (0, 1]
 
 
+def checked_pool(m: int, k: int, alpha: float) -> np.ndarray:
+    """The candidate pool of m checkpoints, after refusing a K or alpha that leaves fewer than
+    two checkpoints to compare."""
+    check_k_alpha(k, alpha)
+    pool = candidate_pool(m, alpha)
+    if len(pool) < 2 and m >= 2:
+        need = math.ceil(1.5 / m * 100) / 100
+        raise InputError(
+            f"alpha {alpha:g} leaves {len(pool)} of {m} checkpoints in the pool; NCIP "
+            f"compares at least two: use --alpha {need:.2f} or more"
+        )
+    return pool
+
+
 def plan(sigma: Sequence[float], k: int, alpha: float) -> tuple[np.ndarray, np.ndarray, str | None]:
     """(pool indices, selected indices, note) over m checkpoints in training order. Refuses a
     K or alpha that leaves fewer than two checkpoints: NCIP compares checkpoints, and with one
     the TVD is 0 and NCIP is the margin alone."""
-    check_k_alpha(k, alpha)
     s = np.asarray(sigma, dtype=np.float64)
-    pool = candidate_pool(len(s), alpha)
-    if len(pool) < 2 and len(s) >= 2:
-        need = math.ceil(1.5 / len(s) * 100) / 100
-        raise InputError(
-            f"alpha {alpha:g} leaves {len(pool)} of {len(s)} checkpoints in the pool; NCIP "
-            f"compares at least two: use --alpha {need:.2f} or more"
-        )
+    pool = checked_pool(len(s), k, alpha)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the note below says it better
         chosen = pool[select_checkpoints(s[pool], k)]
@@ -248,7 +255,7 @@ def plan_last_k(m: int, k: int, alpha: float) -> tuple[np.ndarray, np.ndarray, s
     """The last K of the pool, for a one-logit (binary) head: σ_cos needs at least two class
     vectors, and the head extended to two ([-w, w]) has the same geometry at every checkpoint,
     so it cannot tell them apart."""
-    pool, _, _ = plan(np.zeros(m), k, alpha)
+    pool = checked_pool(m, k, alpha)
     chosen = pool[-min(int(k), len(pool)) :]
     return (
         pool,
