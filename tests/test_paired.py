@@ -9,7 +9,12 @@ import pytest
 from scipy import stats
 
 from ncip.core.metrics import rauc
-from ncip.study.statistics import paired_bootstrap, weighted_rauc, win_tie_loss
+from ncip.study.statistics import (
+    paired_bootstrap,
+    resampled_rauc,
+    weighted_rauc,
+    win_tie_loss,
+)
 
 
 def test_weighted_rauc_by_hand():
@@ -88,3 +93,18 @@ def test_runs_are_resampled_and_verdicts_counted():
                                   out.assign(subject="b", split="test")]))  # fmt: skip
     row = wtl[(wtl["method"] == "better") & (wtl["budget"] == "all")].iloc[0]
     assert (row["win"], row["tie"], row["loss"]) == (2, 0, 0)
+
+
+@pytest.mark.parametrize("budgets", [(None,), (None, 1, 7, 40)])
+def test_resampled_rauc_equals_weighted_rauc_bit_for_bit(budgets):
+    """The bootstrap's fast path (faulty inputs only, integer sums) against the direct formula."""
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        N = 50
+        fault = rng.random(N) < 0.25
+        order = rng.permutation(N)
+        w = rng.integers(0, 4, (6, N))
+        fast = resampled_rauc(fault, order, w, budgets)
+        for n in budgets:
+            direct = weighted_rauc(fault[order], w[:, order], n)
+            np.testing.assert_array_equal(fast[n], direct)

@@ -96,6 +96,46 @@ def weighted_rauc(fault_in_order: np.ndarray, weights: np.ndarray, n: int | None
         return np.where(F > 0, area / ideal, np.nan)
 
 
+def resampled_rauc(
+    fault: np.ndarray, order: np.ndarray, weights: np.ndarray, budgets: tuple[int | None, ...]
+) -> dict[int | None, np.ndarray]:
+    """:func:`weighted_rauc` of one order under many resamples, every budget from one pass.
+
+    ``fault[i]`` flags input i, ``order`` ranks the inputs (indices, best first) and
+    ``weights[b, i]`` (integers) counts input i's copies in resample b, in input order (not
+    rank order). Only the faulty inputs' cumulative positions are needed: with ``cum_q`` the
+    copies ranked up to and including fault q and W all copies, RAUC-n's area is
+    sum_q w_q (min(n, W) - min(n, cum_q)) + c_q (c_q + 1) / 2, c_q = clip(n - cum_q + w_q, 0, w_q)
+    (each copy of fault q counts once for every copy ranked after it inside the budget, and its
+    own copies count as a triangle). Every term is an integer, so the result equals
+    :func:`weighted_rauc`'s to the last bit. Returns ``{budget: [B]}``."""
+    f = np.asarray(fault, dtype=bool)
+    w = np.asarray(weights, dtype=np.int32)  # int32 holds every product below (N^2 < 2^31)
+    if w.shape[1] ** 2 >= 2**31:
+        w = w.astype(np.int64)
+    in_order = w[:, order]
+    cum = np.cumsum(in_order, axis=1, dtype=w.dtype)
+    faulty = np.flatnonzero(f[order])
+    wq = in_order[:, faulty]
+    cq = cum[:, faulty]
+    total = cum[:, -1]
+    F = wq.sum(axis=1, dtype=np.int64)
+    out = {}
+    for n in budgets:
+        if n is None:
+            after, c, n_eff = total[:, None] - cq, wq, total
+        else:
+            after = np.minimum(n, total)[:, None] - np.minimum(n, cq)
+            c = np.clip(n - cq + wq, 0, wq)
+            n_eff = np.minimum(n, total)
+        area = (wq * after + c * (c + 1) // 2).sum(axis=1, dtype=np.int64).astype(np.float64)
+        k = np.minimum(n_eff, F).astype(np.float64)
+        ideal = k * (k + 1) / 2 + (n_eff - k) * F.astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[n] = np.where(F > 0, area / ideal, np.nan)
+    return out
+
+
 def paired_bootstrap(
     runs: list[dict[str, tuple[np.ndarray, np.ndarray]]],
     reference: str,
@@ -118,31 +158,29 @@ def paired_bootstrap(
     methods = [m for m in runs[0] if m != reference]
     # diffs[m][budget][b, j]: the difference on the j-th run drawn in resample b
     diffs = {m: {n: np.empty((resamples, R)) for n in budgets} for m in methods}
-    observed = {m: {n: [] for n in budgets} for m in methods}
+    observed: dict = {m: {n: [] for n in budgets} for m in methods}
     for r, by_method in enumerate(runs):
         slots = np.argwhere(picks == r)  # (b, j) pairs that drew run r
         N = len(next(iter(by_method.values()))[1])
         for m in methods + [reference]:
-            order, fault = by_method[m]
-            if len(order) != N:
-                raise InputError(f"run {r}: {m} ranks {len(order)} inputs, not {N}")
-        for n in budgets:
-            ref_obs = weighted_rauc(by_method[reference][1][by_method[reference][0]],
-                                    np.ones((1, N)), n)[0]  # fmt: skip
-            for m in methods:
-                order, fault = by_method[m]
-                obs = weighted_rauc(fault[order], np.ones((1, N)), n)[0]
-                observed[m][n].append(ref_obs - obs)
+            if len(by_method[m][0]) != N:
+                raise InputError(f"run {r}: {m} ranks {len(by_method[m][0])} inputs, not {N}")
+        ones = np.ones((1, N), dtype=np.int32)
+        ref_obs = resampled_rauc(by_method[reference][1], by_method[reference][0], ones, budgets)
+        for m in methods:
+            obs = resampled_rauc(by_method[m][1], by_method[m][0], ones, budgets)
+            for n in budgets:
+                observed[m][n].append(ref_obs[n][0] - obs[n][0])
         for start in range(0, len(slots), chunk):
             part = slots[start : start + chunk]
             w = np.stack([np.bincount(rng.integers(0, N, N), minlength=N) for _ in part])
-            for n in budgets:
-                o_ref, f_ref = by_method[reference]
-                ref = weighted_rauc(f_ref[o_ref], w[:, o_ref], n)
-                for m in methods:
-                    order, fault = by_method[m]
-                    d = ref - weighted_rauc(fault[order], w[:, order], n)
-                    diffs[m][n][part[:, 0], part[:, 1]] = d
+            o_ref, f_ref = by_method[reference]
+            ref = resampled_rauc(f_ref, o_ref, w, budgets)
+            for m in methods:
+                order, fault = by_method[m]
+                got = resampled_rauc(fault, order, w, budgets)
+                for n in budgets:
+                    diffs[m][n][part[:, 0], part[:, 1]] = ref[n] - got[n]
     rows = []
     for m in methods:
         for n in budgets:
