@@ -180,3 +180,13 @@ def test_bad_val_fraction_is_rejected():
 def test_model_input_is_in_unit_range():
     x = as_model_input(np.array([[[[0, 255]]]], dtype=np.uint8))
     assert x.dtype.is_floating_point and x.min() == 0 and x.max() == 1
+
+
+def test_mnist1d_is_generated_offline_as_40_sample_signals():
+    raw = load_raw("mnist1d")
+    assert len(raw.train) == 4000 and len(raw.test) == 1000
+    assert raw.train.x.shape[1:] == (1, 1, 40) and raw.train.x.dtype == np.uint8
+    assert raw.train.x.min() == 0 and raw.train.x.max() == 255  # scaled by the train range
+    assert sorted(set(raw.test.y.tolist())) == list(range(10))
+    again = load_raw("mnist1d")  # the generator is seeded: the same data every time
+    assert np.array_equal(again.test.x, raw.test.x)

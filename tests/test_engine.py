@@ -21,7 +21,7 @@ def checkpoints_of(name, k=3, seed=0):
         x = np.random.default_rng(seed).integers(1, 50, (6, 12)).astype(np.int64)
     else:
         c, h, w = SHAPES.get(name, (3, 32, 32))
-        model = create_model(name, 10, c)
+        model = create_model(name, 10, c, input_shape=(c, h, w))
         x = np.random.default_rng(seed).integers(0, 256, (6, c, h, w)).astype(np.uint8)
         # batch-norm statistics as training leaves them (fresh ones let deep nets' activations
         # grow without bound, far from any checkpoint ncip will see)

@@ -13,7 +13,8 @@ def test_every_model_runs_forward_and_backward(name):
         m = create_model(name, 4, vocab_size=50)
         x = torch.randint(0, 50, (2, 16))
     else:
-        m = create_model(name, 4, 3, mean=[0.5] * 3, std=[0.25] * 3)
+        shape = SHAPES["image"][1:]  # models sized by their input (the MLP) take it
+        m = create_model(name, 4, 3, mean=[0.5] * 3, std=[0.25] * 3, input_shape=shape)
         x = torch.rand(*SHAPES["image"])
     out = m(x)
     assert out.shape == (2, 4)
@@ -47,3 +48,27 @@ def test_bad_names_and_arguments():
         create_model("lenet5", 1)
     with pytest.raises(ValueError, match="vocab_size"):
         create_model("textcnn", 2)
+
+
+@pytest.mark.parametrize(
+    "name,shape",
+    [
+        ("mlp", (1, 28, 28)),
+        ("mlp", (1, 1, 40)),
+        ("cnn1d", (1, 1, 40)),
+        ("vggsmall", (1, 28, 28)),
+        ("vggsmall", (1, 8, 8)),
+    ],  # fmt: skip
+)
+def test_extended_study_models_take_their_datasets_inputs(name, shape):
+    m = create_model(name, 10, 1, input_shape=shape)
+    assert m(torch.rand(3, *shape)).shape == (3, 10)
+
+
+def test_a_checkpoint_rebuilds_an_input_sized_model(tmp_path):
+    """The MLP's first layer follows the recorded input shape (MNIST-1D: 1 x 1 x 40)."""
+    from ncip.core.checkpoints import build_model
+
+    m = build_model({"arch": "mlp", "num_classes": 10, "in_channels": 1,
+                     "input_shape": [1, 1, 40]})  # fmt: skip
+    assert m.backbone[1].in_features == 40

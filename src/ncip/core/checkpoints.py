@@ -165,6 +165,7 @@ def build_model(meta: dict[str, Any]) -> Classifier:
         meta["num_classes"],
         meta.get("in_channels", 1),
         vocab_size=meta.get("vocab_size"),
+        input_shape=meta.get("input_shape"),
     )
 
 

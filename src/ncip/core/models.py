@@ -9,6 +9,7 @@ std is the model's first layer, so adversarial attacks work on raw pixels.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -53,9 +54,11 @@ def create_model(
     std: Sequence[float] | None = None,
     input_size: int | None = None,
     vocab_size: int | None = None,
+    input_shape: Sequence[int] | None = None,
 ) -> Classifier:
-    """Build a registered model. Image models get ``in_channels``, ``mean``, ``std``; text models
-    get ``vocab_size``."""
+    """Build a registered model. Image models get ``in_channels``, ``mean``, ``std`` and, if
+    their builder takes it, the per-sample ``input_shape`` ``[C, H, W]`` (the MLP and the 1-D
+    CNN size their first layers by it); text models get ``vocab_size``."""
     model_kind(name)  # validates the name
     if num_classes < 2:
         raise InputError(f"num_classes must be at least 2, got {num_classes}")
@@ -64,7 +67,10 @@ def create_model(
             raise InputError(f"text model {name!r} needs vocab_size")
         model = _MODELS[name](num_classes=num_classes, vocab_size=vocab_size)
     else:
-        model = _MODELS[name](num_classes=num_classes, in_channels=in_channels)
+        kwargs: dict[str, Any] = {"num_classes": num_classes, "in_channels": in_channels}
+        if input_shape is not None and "input_shape" in inspect.signature(_MODELS[name]).parameters:
+            kwargs["input_shape"] = tuple(int(v) for v in input_shape)  # models sized by input
+        model = _MODELS[name](**kwargs)
         model.set_normalization(
             mean if mean is not None else [0.0] * in_channels,
             std if std is not None else [1.0] * in_channels,
@@ -311,6 +317,58 @@ def vgg11(num_classes: int, in_channels: int) -> Classifier:
             c = v
     backbone = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten())
     return Classifier(backbone, nn.Linear(512, num_classes), Normalize(in_channels))
+
+
+# ---------------------------------------------------------------------------------------------
+# Small models for the extended CPU study (issue 22): an MLP and a VGG-style CNN for images, a
+# 1-D CNN for signals such as MNIST-1D (stored as 1 x 1 x L images).
+
+
+@register_model()
+def mlp(num_classes: int, in_channels: int, input_shape: tuple[int, ...] | None = None):
+    """Two hidden layers (256, 128 units, ReLU) on the flattened input (28 x 28 if the shape is
+    not given)."""
+    shape = input_shape or (in_channels, 28, 28)
+    d = int(np.prod(shape))
+    backbone = nn.Sequential(
+        nn.Flatten(), nn.Linear(d, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU()
+    )
+    return Classifier(backbone, nn.Linear(128, num_classes), Normalize(in_channels))
+
+
+@register_model()
+def vggsmall(num_classes: int, in_channels: int) -> Classifier:
+    """A small VGG-style CNN: two blocks of two 3x3 convolutions (16, then 32 channels) with
+    batch norm and ReLU, each followed by 2x2 max pooling, on inputs resized to 28 x 28."""
+    layers: list[nn.Module] = [_Resize(28)]
+    c = in_channels
+    for v in (16, 16, "M", 32, 32, "M"):
+        if v == "M":
+            layers.append(nn.MaxPool2d(2))
+        else:
+            layers += [nn.Conv2d(c, v, 3, padding=1), nn.BatchNorm2d(v), nn.ReLU()]
+            c = v
+    backbone = nn.Sequential(*layers, nn.Flatten(), nn.Linear(32 * 7 * 7, 128), nn.ReLU())
+    return Classifier(backbone, nn.Linear(128, num_classes), Normalize(in_channels))
+
+
+@register_model()
+def cnn1d(num_classes: int, in_channels: int) -> Classifier:
+    """A 1-D CNN over the flattened rows of the input (MNIST-1D's 40 samples: 1 x 1 x 40):
+    three convolutions (32 channels; kernel 5, 3, 3; stride 2) with ReLU, then 5 positions
+    (average pooling; on 40 samples the convolutions leave exactly 5), flattened to 160."""
+    backbone = nn.Sequential(
+        nn.Flatten(2),  # [N, C, H * W]
+        nn.Conv1d(in_channels, 32, 5, stride=2, padding=2),
+        nn.ReLU(),
+        nn.Conv1d(32, 32, 3, stride=2, padding=1),
+        nn.ReLU(),
+        nn.Conv1d(32, 32, 3, stride=2, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool1d(5),
+        nn.Flatten(),
+    )
+    return Classifier(backbone, nn.Linear(32 * 5, num_classes), Normalize(in_channels))
 
 
 # ---------------------------------------------------------------------------------------------

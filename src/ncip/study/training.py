@@ -131,6 +131,7 @@ def make_model(cfg: TrainConfig, info: DatasetInfo) -> Classifier:
         mean=info.mean,
         std=info.std,
         vocab_size=info.vocab_size,
+        input_shape=info.input_shape if info.kind == "image" else None,
     )
 
 
