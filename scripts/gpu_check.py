@@ -114,7 +114,7 @@ def prepare(work: Path, size: dict) -> None:
         shutil.copytree(
             ROOT / folder, work / folder, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
         )
-    for f in ("metrics/sensitivity.md", "data/external/README.md"):
+    for f in ("metrics/sensitivity.md", "metrics/extended.md", "data/external/README.md"):
         (work / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / f, work / f)
     (work / "params.yaml").write_text(yaml.safe_dump(study_params(size), sort_keys=False))

@@ -79,7 +79,7 @@ def copy_project(d: Path) -> None:
     shutil.copytree(
         ROOT / "src", d / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
     )
-    for f in ("metrics/sensitivity.md", "data/external/README.md"):
+    for f in ("metrics/sensitivity.md", "metrics/extended.md", "data/external/README.md"):
         (d / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / f, d / f)
 

@@ -50,3 +50,30 @@ def test_an_unknown_preset_is_one_line_and_exit_2():
         [sys.executable, "-m", "ncip", "preset", "cifar11"], capture_output=True, text=True
     )
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "cifar10" in r.stderr
+
+
+def test_the_extended_preset_applies_and_names_enough_independent_subjects(tmp_path):
+    """`ncip preset extended` (what scripts/extended.sh runs): one run of at least 8 subjects,
+    no two of the same dataset and architecture, so Table 5's Holm p can fall below 0.05."""
+    from dvc.utils.hydra import apply_overrides
+
+    from ncip.study.presets import EXTENDED
+    from ncip.study.report import attainable
+    from ncip.study.subjects import parse_subject
+
+    params = tmp_path / "params.yaml"
+    shutil.copy(ROOT / "params.yaml", params)
+    line = subprocess.run(
+        [sys.executable, "-m", "ncip", "preset", "extended"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    args = shlex.split(line)
+    apply_overrides(params, args[4::2])
+    subjects, runs = check_params(params)
+    assert subjects == list(EXTENDED.subjects) and runs == [0]
+    pairs = {(parse_subject(s).dataset, parse_subject(s).model) for s in subjects}
+    assert len(pairs) == len(subjects) >= 8
+    assert all(parse_subject(s).variant is None for s in subjects)
+    assert attainable(len(subjects), 12)["min_p_holm"] < 0.05

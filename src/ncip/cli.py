@@ -69,12 +69,13 @@ def methods() -> None:
 @stage_main
 def preset(
     name: str = typer.Argument(None, help="a preset; omit to list them"),
-    runs: int = typer.Option(5, min=1, help="training runs (paper: 5)"),
+    runs: int = typer.Option(None, min=1, help="training runs (paper: 5; extended: 1)"),
 ) -> None:
-    """The paper's subjects at full scale: print the `dvc exp run -S ...` line of a preset."""
+    """The paper's subjects at full scale, or the extended CPU study: print the
+    `dvc exp run -S ...` line of a preset."""
     import shlex
 
-    from ncip.study.presets import PRESETS, set_args
+    from ncip.study.presets import EXTENDED, PRESETS, set_args
 
     if name is None:
         for p in PRESETS.values():
@@ -82,6 +83,10 @@ def preset(
             typer.echo(
                 f"{p.name:<13} {' '.join(p.subjects):<48} {p.epochs} epochs  paper acc {acc}"
             )
+        typer.echo(
+            f"{EXTENDED.name:<13} {len(EXTENDED.subjects)} independent CPU subjects, "
+            f"{EXTENDED.default_runs} run each (Table 5 over subjects; `make extended`)"
+        )
         typer.echo("ncip preset NAME prints the command (epochs: paper Table 1; recipe: ours)")
         return
     typer.echo(shlex.join(["dvc", "exp", "run", *set_args(name, runs)]))

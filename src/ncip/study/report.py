@@ -314,6 +314,7 @@ class ReportInputs:
     weak: pd.DataFrame
     sensitivity: str | None
     paired: pd.DataFrame
+    extended: str | None = None
 
 
 def read_inputs(params: Path, metrics_dir: Path, scores: Path, plots_dir: Path) -> ReportInputs:
@@ -389,6 +390,7 @@ def read_inputs(params: Path, metrics_dir: Path, scores: Path, plots_dir: Path) 
         pd.concat(weak, ignore_index=True) if weak else pd.DataFrame(),
         sens.read_text() if sens.exists() else None,
         paired,
+        ext.read_text() if (ext := metrics_dir / "extended.md").exists() else None,
     )
 
 
@@ -699,6 +701,28 @@ def paired_section(paired: pd.DataFrame, subjects: list[str]) -> list[str]:
     return L + [""]
 
 
+# The extended study's sections that metrics/extended.md keeps (headings' beginnings)
+EXTENDED_SECTIONS = (
+    "Models under test",
+    "RAUC-ALL on clean data",
+    "Significance:",
+    "Paired intervals:",
+)
+
+
+def markdown_sections(text: str) -> dict[str, str]:
+    """A markdown document's level-2 sections: heading text -> body."""
+    sections: dict[str, list[str]] = {}
+    current = None
+    for line in text.splitlines():
+        if line.startswith("## "):
+            current = line[3:].strip()
+            sections[current] = []
+        elif current is not None:
+            sections[current].append(line)
+    return {k: "\n".join(v) for k, v in sections.items()}
+
+
 def render_report(r: ReportInputs) -> str:
     """metrics/report.md from the study's results."""
     mean, sd, subjects, runs, methods = r.mean, r.sd, r.subjects, r.runs, r.methods
@@ -913,6 +937,12 @@ def render_report(r: ReportInputs) -> str:
             "`metrics/sensitivity.md` and re-renders this report with it.",
             "",
         ]
+    L += [
+        "## Extended CPU study: Table 5 over independent subjects (issue 22)",
+        "",
+        r.extended or "Not in this run: `make extended` runs it and writes `metrics/extended.md`.",
+        "",
+    ]
     L += ["## Figures", ""]
     for s in subjects:
         links = [
