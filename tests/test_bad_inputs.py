@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import ROOT, make_idx_dataset
+from helpers import ROOT, make_idx_dataset
 from safetensors.torch import load_file, save_file
 from typer.testing import CliRunner
 
@@ -305,7 +305,7 @@ def trailing_idx(t, b):
 
 
 def label_203(t, b):
-    from conftest import write_idx
+    from helpers import write_idx
 
     raw = t / "raw" / "fashion-mnist"
     make_idx_dataset(raw)
@@ -328,7 +328,7 @@ class _Payload:
 
 
 def cifar_payload(t, b):
-    from conftest import make_cifar10
+    from helpers import make_cifar10
 
     make_cifar10(t / "raw")
     with open(t / "raw" / "cifar-10-batches-py" / "data_batch_3", "wb") as f:

@@ -3,7 +3,7 @@ import pickle
 
 import numpy as np
 import pytest
-from conftest import make_cifar10, make_idx_dataset
+from helpers import make_cifar10, make_idx_dataset
 
 from ncip.core.models import as_model_input
 from ncip.study.data import (
@@ -34,7 +34,7 @@ def test_registry_lists_every_dataset():
 
 @pytest.mark.parametrize("gz", [True, False])
 def test_idx_reader_round_trip(tmp_path, gz):
-    from conftest import write_idx
+    from helpers import write_idx
 
     arr = np.arange(24, dtype=np.uint8).reshape(2, 3, 4)
     write_idx(tmp_path / "a", arr, gz)

@@ -12,7 +12,7 @@ import textwrap
 
 import pandas as pd
 import pytest
-from conftest import ROOT
+from helpers import ROOT
 from safetensors import safe_open
 
 from ncip.study.data import prepare_dataset, save_prepared

@@ -7,30 +7,17 @@ with `ncip.CheckpointWriter`; params.yaml describes it under `external`.
 import json
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 import yaml
-from conftest import copy_plot_templates, copy_project, dvc_env
+from helpers import USER_NET, copy_plot_templates, copy_project, dvc_env
 
 pytestmark = pytest.mark.slow
 
-NET = textwrap.dedent("""
-    import torch.nn as nn
-
-    class Net(nn.Module):
-        def __init__(self, num_classes=10):
-            super().__init__()
-            self.body = nn.Sequential(nn.Conv2d(1, 6, 3, padding=1), nn.ReLU(), nn.Flatten(),
-                                      nn.Linear(6 * 8 * 8, 32), nn.ReLU())
-            self.classifier = nn.Linear(32, num_classes)
-
-        def forward(self, x):
-            return self.classifier(self.body(x))
-""")
+NET = USER_NET  # a user's own CNN (tests/helpers.py)
 
 
 def run(cmd, cwd, env):

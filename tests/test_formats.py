@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn as nn
-from conftest import ROOT
+from helpers import ROOT
 from safetensors.torch import save_file
 
 from ncip.tool.formats import CheckpointError, discover, find_prefix, read_tensors, torch_load

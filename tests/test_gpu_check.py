@@ -4,7 +4,7 @@ runs and prints one table with every stage's time."""
 import subprocess
 
 import pytest
-from conftest import ROOT
+from helpers import ROOT
 
 
 @pytest.mark.slow

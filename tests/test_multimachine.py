@@ -20,7 +20,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import copy_plot_templates, copy_project, dvc_env
+from helpers import copy_plot_templates, copy_project, dvc_env
 
 pytestmark = pytest.mark.slow
 STAGE = "train-with-checkpoints"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import copy_plot_templates, copy_project, dvc_env
+from helpers import copy_plot_templates, copy_project, dvc_env
 
 pytestmark = pytest.mark.slow
 

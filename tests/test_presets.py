@@ -8,7 +8,7 @@ import sys
 
 import pytest
 import yaml
-from conftest import ROOT
+from helpers import ROOT
 
 from ncip.study.presets import PAPER_RUNS, PRESETS, set_args
 from ncip.study.subjects import check_params

@@ -7,14 +7,13 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import ROOT
+from helpers import ROOT, USER_NET
 from typer.testing import CliRunner
 
 import ncip
@@ -24,21 +23,7 @@ from ncip.tool.ranking import TVDAccumulator, rank_probs
 
 runner = CliRunner()
 
-USER_MODEL = textwrap.dedent('''
-    import torch.nn as nn
-
-    class Net(nn.Module):
-        """A user's own CNN; its head is called `classifier`, not `head`."""
-
-        def __init__(self, num_classes=10):
-            super().__init__()
-            self.body = nn.Sequential(nn.Conv2d(1, 6, 3, padding=1), nn.ReLU(), nn.Flatten(),
-                                      nn.Linear(6 * 8 * 8, 32), nn.ReLU())
-            self.classifier = nn.Linear(32, num_classes)
-
-        def forward(self, x):
-            return self.classifier(self.body(x))
-''')
+USER_MODEL = USER_NET  # a user's own CNN (tests/helpers.py)
 
 
 def cli(*args):

@@ -4,7 +4,7 @@ import importlib.util
 import json
 
 import pytest
-from conftest import ROOT
+from helpers import ROOT
 from typer.testing import CliRunner
 
 runner = CliRunner()

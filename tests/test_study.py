@@ -172,7 +172,7 @@ def test_retrain_aggregation():
 def test_sweep_collection_reads_dvcs_experiment_listing(tmp_path):
     import importlib.util
 
-    from conftest import ROOT
+    from helpers import ROOT
 
     spec = importlib.util.spec_from_file_location("collect", ROOT / "scripts" / "collect_sweep.py")
     mod = importlib.util.module_from_spec(spec)

@@ -4,13 +4,13 @@
 import json
 import shutil
 import sys
-import textwrap
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import USER_NET
 from typer.testing import CliRunner
 
 import ncip
@@ -18,19 +18,7 @@ from ncip.cli import app
 
 runner = CliRunner()
 
-NET = textwrap.dedent("""
-    import torch.nn as nn
-
-    class Net(nn.Module):
-        def __init__(self, num_classes=10):
-            super().__init__()
-            self.body = nn.Sequential(nn.Conv2d(1, 6, 3, padding=1), nn.ReLU(), nn.Flatten(),
-                                      nn.Linear(6 * 8 * 8, 32), nn.ReLU())
-            self.classifier = nn.Linear(32, num_classes)
-
-        def forward(self, x):
-            return self.classifier(self.body(x))
-""")
+NET = USER_NET  # a user's own CNN (tests/helpers.py)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,108 @@
+"""Helpers the tests share (plain functions and constants; the fixtures are in conftest.py):
+the project root, small files in the datasets' real formats, a user's own model, and a copy of
+the project for the end-to-end DVC tests."""
+
+import gzip
+import os
+import pickle
+import textwrap
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# A user's own CNN, as source text (written to a module that `--model file.py:Net` names): its
+# head is called `classifier`, not `head`, and it knows nothing of ncip. The rank, writer and
+# external-subject tests use it.
+USER_NET = textwrap.dedent('''
+    import torch.nn as nn
+
+    class Net(nn.Module):
+        """A user's own CNN; its head is called `classifier`, not `head`."""
+
+        def __init__(self, num_classes=10):
+            super().__init__()
+            self.body = nn.Sequential(nn.Conv2d(1, 6, 3, padding=1), nn.ReLU(), nn.Flatten(),
+                                      nn.Linear(6 * 8 * 8, 32), nn.ReLU())
+            self.classifier = nn.Linear(32, num_classes)
+
+        def forward(self, x):
+            return self.classifier(self.body(x))
+''')
+
+
+def write_idx(path: Path, arr: np.ndarray, gz: bool = True) -> None:
+    arr = np.asarray(arr, dtype=np.uint8)
+    header = bytes([0, 0, 0x08, arr.ndim]) + b"".join(d.to_bytes(4, "big") for d in arr.shape)
+    data = header + arr.tobytes()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if gz:
+        with gzip.open(str(path) + ".gz", "wb") as f:
+            f.write(data)
+    else:
+        path.write_bytes(data)
+
+
+def make_idx_dataset(d: Path, n_train=60, n_test=20, classes=10, seed=0, gz=True) -> None:
+    rng = np.random.default_rng(seed)
+    write_idx(d / "train-images-idx3-ubyte", rng.integers(0, 256, (n_train, 28, 28)), gz)
+    write_idx(d / "train-labels-idx1-ubyte", np.arange(n_train) % classes, gz)
+    write_idx(d / "t10k-images-idx3-ubyte", rng.integers(0, 256, (n_test, 28, 28)), gz)
+    write_idx(d / "t10k-labels-idx1-ubyte", np.arange(n_test) % classes, gz)
+
+
+def make_cifar10(raw: Path, per_batch=20) -> None:
+    d = raw / "cifar-10-batches-py"
+    d.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        batch = {
+            b"data": rng.integers(0, 256, (per_batch, 3072), dtype=np.uint8),
+            b"labels": [i % 10 for i in range(per_batch)],
+        }
+        with open(d / name, "wb") as f:
+            pickle.dump(batch, f)
+    with open(d / "batches.meta", "wb") as f:
+        pickle.dump({b"label_names": [f"c{i}".encode() for i in range(10)]}, f)
+
+
+def copy_project(d: Path) -> None:
+    """What a fresh clone has that `dvc repro` uses: dvc.yaml, params.yaml, the code, the
+    tracked metrics/sensitivity.md and data/external/README.md (DVC's plot template is copied
+    by :func:`copy_plot_templates` after `dvc init`)."""
+    import shutil
+
+    for name in ("dvc.yaml", "params.yaml"):
+        shutil.copy(ROOT / name, d / name)
+    for folder in ("stages", "scripts"):
+        shutil.copytree(ROOT / folder, d / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        ROOT / "src", d / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+    )
+    for f in ("metrics/sensitivity.md", "metrics/extended.md", "data/external/README.md"):
+        (d / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / f, d / f)
+
+
+def copy_plot_templates(d: Path) -> None:
+    """The project's DVC plot templates (.dvc/plots), into a repo after `dvc init`."""
+    import shutil
+
+    shutil.copytree(ROOT / ".dvc" / "plots", d / ".dvc" / "plots", dirs_exist_ok=True)
+
+
+def dvc_env() -> dict:
+    """The environment the end-to-end tests run git and DVC with."""
+    import sys
+
+    return {
+        **os.environ,
+        "DVC_NO_ANALYTICS": "1",
+        "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
