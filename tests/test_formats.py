@@ -12,8 +12,10 @@ import torch.nn as nn
 from helpers import ROOT
 from safetensors.torch import save_file
 
-from ncip.tool.formats import CheckpointError, discover, find_prefix, read_tensors, torch_load
+from ncip.tool.formats import CheckpointError, discover
 from ncip.tool.inputs import InputError, Inputs, check_inputs, load_inputs, plan_preprocess, probe
+from ncip.tool.tensors import find_prefix, read_tensors
+from ncip.tool.unpickle import torch_load
 
 
 def small(seed=0, classes=3):

@@ -366,8 +366,8 @@ def test_outputs_follow_the_umask_and_stale_temps_go(tutorial, tmp_path):
 def test_truncated_hugging_face_files_are_named(tmp_path):
     from safetensors.torch import save_file
 
-    from ncip.tool.formats import read_tensors
     from ncip.tool.modelsource import _hf_factory
+    from ncip.tool.tensors import read_tensors
 
     d = tmp_path / "checkpoint-10"
     d.mkdir()

@@ -1,4 +1,5 @@
-"""Checkpoints written by any training tool: discovery, ordering and safe loading.
+"""Checkpoints written by any training tool: discovery and training order (safe loading is
+:mod:`ncip.tool.unpickle`, reading tensors :mod:`ncip.tool.tensors`).
 
 Formats, detected automatically:
 
@@ -22,14 +23,11 @@ convert it. Files that are not model weights (optimizer, scheduler, RNG state,
 
 from __future__ import annotations
 
-import argparse
 import glob as globlib
 import json
-import pickle
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +36,10 @@ import numpy as np
 from ncip.core.checkpoints import (
     CheckpointError,
     check_metas,
-    read_safetensors,
     safetensors_header,
 )
-from ncip.core.io import safetensors_open
+from ncip.tool.tensors import HF_WEIGHT_FILES, read_tensors
+from ncip.tool.unpickle import _classify_pickle, torch_load
 
 # The names a Hugging Face Trainer (and similar tools) give to files that hold no model
 # weights; they are skipped without being opened (training_args.bin needs arbitrary unpickling).
@@ -54,18 +52,6 @@ NOT_WEIGHTS = {
     "training_args.bin": "Trainer arguments",
 }
 WEIGHT_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".ckpt", ".tar")
-HF_WEIGHT_FILES = (
-    "model.safetensors",
-    "model.safetensors.index.json",
-    "pytorch_model.bin",
-    "pytorch_model.bin.index.json",
-)
-# Where dict-shaped checkpoints keep the weights, first match wins; the EMA twin of each.
-CONTAINER_KEYS = ("state_dict", "model", "model_state_dict")
-EMA_KEYS = {"state_dict": "state_dict_ema", "model": "model_ema", "model_state_dict": None}
-# Prefixes that wrappers add to every key: DDP/DataParallel, torch.compile, a LightningModule
-# holding the network as an attribute. Tried (also combined) when the keys do not match.
-KNOWN_PREFIXES = ("module.", "_orig_mod.", "model.", "net.", "network.")
 
 
 @dataclass(frozen=True)
@@ -109,110 +95,6 @@ class CheckpointSet:
     @property
     def final(self) -> Checkpoint:
         return self.checkpoints[-1]
-
-
-# ---------------------------------------------------------------------------------------------
-# Safe loading of pickle-based files
-
-
-@cache
-def _allowed_globals() -> list:
-    # Data-only classes: an attribute bag and numpy scalars; no constructor runs user code.
-    dtypes = [getattr(np.dtypes, n) for n in dir(np.dtypes) if n.endswith("DType")]
-    return [argparse.Namespace, np._core.multiarray.scalar, np.dtype, *dtypes]
-
-
-def torch_load(path: Path | str) -> Any:
-    """``torch.load`` with ``weights_only=True`` (memory-mapped where the format allows).
-
-    Raises :class:`CheckpointError` naming the file for anything that needs arbitrary
-    unpickling, and for truncated or corrupt files.
-    """
-    import torch
-
-    path = Path(path)
-    with torch.serialization.safe_globals(_allowed_globals()):
-        try:
-            try:
-                return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-            except RuntimeError as e:
-                if "mmap can only be used" not in str(e):
-                    raise
-                # legacy (pre-1.6, non-zip) files cannot be memory-mapped
-                return torch.load(path, map_location="cpu", weights_only=True)
-        except pickle.UnpicklingError as e:
-            needs = _global_in_message(str(e)) and (
-                _unsafe_globals(path) or _global_in_message(str(e))
-            )
-            if not needs:  # not a refused object: the bytes are not a pickle at all
-                raise CheckpointError(
-                    f"{path} is not a readable PyTorch checkpoint (truncated or corrupt? "
-                    f"{str(e).strip().splitlines()[0][:120]}); remove it from the folder or "
-                    "write it again"
-                ) from None
-            safe = path.with_name(f"{path.stem}-weights.pt")
-            raise CheckpointError(
-                f"{path} needs arbitrary unpickling (it holds {', '.join(needs)}); ncip loads "
-                "only tensors and plain containers. If you trust the file, load it once in a "
-                "trusted session (torch.load with weights_only turned off), save just its state "
-                f"dict (torch.save(model.state_dict(), '{safe}') or safetensors) and move the "
-                "original out"
-            ) from None
-        except (RuntimeError, EOFError, OSError, ValueError, KeyError) as e:
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise CheckpointError(
-                f"{path} is not a readable PyTorch checkpoint (truncated or corrupt? "
-                f"{first[:160]}); "
-                "remove it from the folder or write it again"
-            ) from None
-
-
-def _unsafe_globals(path: Path) -> list[str]:
-    import torch
-
-    try:
-        names = torch.serialization.get_unsafe_globals_in_checkpoint(path)
-    except Exception:  # noqa: BLE001  (only used to word the message)
-        return []
-    allowed = {f"{g.__module__}.{g.__qualname__}" for g in _allowed_globals()}
-    return [n for n in names if n not in allowed]
-
-
-def _global_in_message(msg: str) -> list[str]:
-    m = re.search(r"GLOBAL ([\w.]+)", msg)
-    return [m.group(1)] if m else []
-
-
-def _is_state_dict(obj: Any) -> bool:
-    import torch
-
-    return (
-        isinstance(obj, Mapping)
-        and len(obj) > 0
-        and all(isinstance(k, str) for k in obj)
-        and all(isinstance(v, torch.Tensor) for v in obj.values())
-        and any(v.is_floating_point() for v in obj.values())
-    )
-
-
-def _classify_pickle(obj: Any, ema: bool) -> tuple[str | None, str | None, str]:
-    """(format, container key, reason if skipped) of an unpickled object."""
-    if _is_state_dict(obj):
-        return "state_dict", None, ""
-    if isinstance(obj, Mapping):
-        for key in CONTAINER_KEYS:
-            if key in obj and _is_state_dict(obj[key]):
-                if ema:
-                    twin = EMA_KEYS.get(key)
-                    if twin and twin in obj and _is_state_dict(obj[twin]):
-                        return "container", twin, ""
-                    return None, None, f"no EMA weights ({twin or 'none known'} for '{key}')"
-                return "container", key, ""
-        if {"state", "param_groups"} <= set(obj):
-            return None, None, "optimizer state"
-        keys = ", ".join(list(map(str, obj))[:6])
-        return None, None, f"holds no model weights (keys: {keys})"
-    return None, None, f"holds a {type(obj).__name__}, not a state dict"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -533,150 +415,3 @@ def check_consistent(cs: CheckpointSet) -> None:
     """Refuse a folder whose ncip checkpoints disagree on what model and data they belong to
     (e.g. a checkpoint of another subject dropped in, which would become the 'final' one)."""
     check_metas([(c.path, c.meta) for c in cs if c.fmt == "ncip"])
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading weights
-
-
-def _hf_weight_map(d: Path) -> dict[str, Path] | Path:
-    """Key -> shard file for a sharded HF folder, or the single weights file."""
-    for index in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
-        if (d / index).is_file():
-            try:
-                wm = json.loads((d / index).read_text())["weight_map"]
-            except (ValueError, KeyError, TypeError) as e:
-                raise CheckpointError(
-                    f"{d / index} is not a readable shard index ({type(e).__name__}: {e}); "
-                    "restore it from the training run"
-                ) from None
-            return {k: d / v for k, v in wm.items()}
-    for single in ("model.safetensors", "pytorch_model.bin"):
-        if (d / single).is_file():
-            return d / single
-    raise CheckpointError(f"{d} holds no model weights ({', '.join(HF_WEIGHT_FILES)})")
-
-
-def _file_keys(path: Path) -> list[str]:
-    if path.suffix == ".safetensors":
-        safetensors_header(path)  # a clear error for unreadable files
-        with safetensors_open(path) as f:
-            return list(f.keys())
-    return list(_pickled_state(path, None).keys())
-
-
-def _pickled_state(path: Path, key: str | None) -> Mapping:
-    obj = torch_load(path)
-    if key is not None:
-        return obj[key]
-    if _is_state_dict(obj):
-        return obj
-    fmt, k, why = _classify_pickle(obj, False)
-    if fmt is None:
-        raise CheckpointError(f"{path}: {why}")
-    return obj[k]
-
-
-def tensor_keys(ck: Checkpoint) -> list[str]:
-    """The names of the tensors a checkpoint holds, in the file's order."""
-    if ck.fmt == "hf":
-        wm = _hf_weight_map(ck.path)
-        return list(wm) if isinstance(wm, dict) else _file_keys(wm)
-    if ck.fmt in ("ncip", "safetensors"):
-        return _file_keys(ck.path)
-    return list(_pickled_state(ck.path, ck.container_key).keys())
-
-
-def tensor_shapes(ck: Checkpoint) -> dict[str, tuple[int, ...]]:
-    """Name -> shape of every tensor in a checkpoint, from headers where the format allows."""
-    files: list[Path]
-    if ck.fmt == "hf":
-        wm = _hf_weight_map(ck.path)
-        files = sorted(set(wm.values())) if isinstance(wm, dict) else [wm]
-    else:
-        files = [ck.path]
-    out: dict[str, tuple[int, ...]] = {}
-    for f in files:
-        if f.suffix == ".safetensors":
-            safetensors_header(f)
-            with safetensors_open(f) as h:
-                out.update({k: tuple(h.get_slice(k).get_shape()) for k in h.keys()})  # noqa: SIM118  (safe_open is no dict)
-        else:
-            key = ck.container_key if f == ck.path else None
-            out.update({k: tuple(v.shape) for k, v in _pickled_state(f, key).items()})
-    return out
-
-
-def read_tensors(ck: Checkpoint, keys: Iterable[str] | None = None) -> dict:
-    """Tensors of a checkpoint by name (all of them with ``keys`` None), as stored (CPU)."""
-    wanted = None if keys is None else list(keys)
-    if ck.fmt == "hf":
-        wm = _hf_weight_map(ck.path)
-        if isinstance(wm, Path):
-            return _read_file(wm, wanted, None)
-        out = {}
-        shards: dict[Path, list[str]] = {}
-        for k in wanted if wanted is not None else list(wm):
-            if k not in wm:
-                raise CheckpointError(f"{ck.path} has no tensor {k!r}")
-            shards.setdefault(wm[k], []).append(k)
-        for shard, ks in shards.items():
-            out.update(_read_file(shard, ks, None))
-        return out
-    return _read_file(ck.path, wanted, ck.container_key)
-
-
-def _read_file(path: Path, keys: list[str] | None, container_key: str | None) -> dict:
-    if path.suffix == ".safetensors":
-        return read_safetensors(path, keys)
-    state = _pickled_state(path, container_key)
-    if keys is None:
-        return dict(state)
-    missing = [k for k in keys if k not in state]
-    if missing:
-        raise CheckpointError(f"{path} has no tensor {missing[0]!r}")
-    return {k: state[k] for k in keys}
-
-
-# ---------------------------------------------------------------------------------------------
-# Matching a file's keys to a model's
-
-
-def find_prefix(
-    file_keys: Iterable[str], model_keys: Iterable[str], given: str | None = None
-) -> str:
-    """The prefix to strip from a file's keys so that they name the model's tensors.
-
-    ``given`` (``--prefix``) is used as it is. Otherwise the empty prefix, then the wrappers'
-    prefixes (``module.``, ``_orig_mod.``, a Lightning attribute like ``model.``) and any
-    prefix under which every model key is found. Raises CheckpointError when none fits.
-    """
-    fk = set(file_keys)
-    mk = list(model_keys)
-    if not mk:
-        raise CheckpointError("the model has no parameters to load")
-    if given is not None:
-        missing = [k for k in mk if given + k not in fk]
-        if missing:
-            raise CheckpointError(
-                f"with --prefix {given!r} the checkpoint lacks "
-                f"{len(missing)} of the model's tensors, e.g. {given + missing[0]!r}"
-            )
-        return given
-    candidates = [""]
-    for a in KNOWN_PREFIXES:
-        candidates.append(a)
-        candidates += [a + b for b in KNOWN_PREFIXES if b != a]
-    anchor = max(mk, key=len)  # the longest key is the least ambiguous
-    candidates += sorted({f[: -len(anchor)] for f in fk if f.endswith("." + anchor)}, key=len)
-    for p in candidates:
-        if all(p + k in fk for k in mk):
-            return p
-    best = min(candidates, key=lambda p: sum(p + k not in fk for k in mk))
-    missing = [k for k in mk if best + k not in fk]
-    example = next(iter(sorted(fk)), "")
-    raise CheckpointError(
-        f"the checkpoint's tensor names do not match the model: {len(missing)} of its "
-        f"{len(mk)} tensors are missing (e.g. {missing[0]!r}; the file has e.g. {example!r}). "
-        "Check --model, or name the prefix to strip with --prefix"
-    )

@@ -35,15 +35,8 @@ from ncip.core.factory import (
     hf_meta_factory,
     import_named,
 )
-from ncip.tool.formats import (
-    Checkpoint,
-    CheckpointError,
-    CheckpointSet,
-    find_prefix,
-    read_tensors,
-    tensor_keys,
-    tensor_shapes,
-)
+from ncip.tool.formats import Checkpoint, CheckpointError, CheckpointSet
+from ncip.tool.tensors import find_prefix, read_tensors, tensor_keys, tensor_shapes
 
 MAX_CLASS_GUESSES = 8
 

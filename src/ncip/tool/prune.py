@@ -27,14 +27,8 @@ from ncip.core.collapse import ALPHA, K
 from ncip.core.errors import NcipError
 from ncip.core.io import write_json
 from ncip.tool.files import follow_umask
-from ncip.tool.formats import (
-    Checkpoint,
-    CheckpointError,
-    CheckpointSet,
-    check_consistent,
-    discover,
-    torch_load,
-)
+from ncip.tool.formats import Checkpoint, CheckpointError, CheckpointSet, check_consistent, discover
+from ncip.tool.unpickle import torch_load
 
 RECORD = "ncip-prune.json"
 

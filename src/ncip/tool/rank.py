@@ -22,14 +22,7 @@ import torch
 from ncip.core.collapse import ALPHA, K
 from ncip.core.engine import Engine, EngineConfig, resolve_device
 from ncip.core.logs import log, progress_bar
-from ncip.tool.formats import (
-    Checkpoint,
-    CheckpointError,
-    check_consistent,
-    discover,
-    read_tensors,
-    tensor_shapes,
-)
+from ncip.tool.formats import Checkpoint, CheckpointError, check_consistent, discover
 from ncip.tool.inputs import (
     InputError,
     Inputs,
@@ -49,6 +42,7 @@ from ncip.tool.ranking import (
     plan_last_k,
     selection_record,
 )
+from ncip.tool.tensors import read_tensors, tensor_shapes
 
 
 def _bad(ck: Checkpoint, why: str, final: bool, skip_bad: bool) -> None:
@@ -244,23 +238,8 @@ def rank(
         notes.append(msg)
         log.info("%s", msg)
 
-    if isinstance(k, bool) or int(k) != k or k < 2:
-        raise InputError(
-            f"k must be an integer of at least 2 (the final checkpoint and one more), got {k!r}"
-        )
-    if batch_size < 1:
-        raise InputError(f"batch_size must be positive, got {batch_size}")
-    cs = discover(checkpoints, ema, order)
-    check_consistent(cs)
-    pruned = _pruned_selection(checkpoints, cs)
-    note(
-        f"{len(cs)} checkpoints ({', '.join(sorted({c.fmt for c in cs}))}), ordered by "
-        f"{cs.order}: {cs[0].name} ... {cs.final.name}"
-    )
-    if cs.skipped:
-        listing = "; ".join(f"{n} ({w})" for n, w in cs.skipped[:6])
-        more = f" and {len(cs.skipped) - 6} more" if len(cs.skipped) > 6 else ""
-        note(f"skipped {len(cs.skipped)} file(s): {listing}{more}")
+    _check_args(k, batch_size)
+    cs, pruned = _checkpoints(checkpoints, ema, order, note)
     dev = resolve_device(device)
     lm = load_model(model, cs, num_classes, prefix, head, dev, trust_recorded_model)
     inp = load_inputs(inputs, ids, labels)
@@ -274,15 +253,7 @@ def rank(
         f"inputs: {len(inp)} from {inp.source}, shape {list(inp.x.shape[1:])}; preprocessing: "
         f"{pre.describe()}"
     )
-    classes = probe(lm.model, pre, inp, dev, lm.meta)
-    if classes != lm.num_classes:
-        if head:
-            raise ModelSourceError(
-                f"the model outputs {classes} classes but --head {head!r} has {lm.num_classes} rows"
-            )
-        lm.set_head(find_head(lm.model, classes), cs.final)
-    binary = classes == 1  # one logit: p = sigmoid(z), ranked as the two classes [1 - p, p]
-    classes = 2 if binary else classes
+    classes, binary = _classes(lm, cs, pre, inp, dev, head)
     # the heads first: a checkpoint of another class count is named before the labels are
     usable, sigma, dropped = head_sigma(lm, cs, skip_bad)
     check_inputs(inp, classes)
@@ -292,30 +263,110 @@ def rank(
             "(with one it reduces to the final model's margin)"
         )
     if pruned:  # the folder holds NCIP's selection already: use it as it is
-        pool = chosen = np.arange(len(usable))
-        whole = None
-        note(
-            f"this folder was pruned to NCIP's selection (k = {pruned['k']}, alpha = "
-            f"{pruned['alpha']:g}; {pruned['ordered_by']}): its {len(usable)} checkpoints are "
-            "used as selected"
-        )
         k, alpha = pruned["k"], pruned["alpha"]
-    elif binary:
-        pool, chosen, whole = plan_last_k(len(sigma), int(k), alpha)
-    else:
-        pool, chosen, whole = plan(sigma, int(k), alpha)
-    if whole:
-        note(whole)
+    pool, chosen, whole = _plan(sigma, len(usable), int(k), alpha, binary, pruned, note)
     selected = [cs[usable[i]] for i in chosen]
-    final, others = selected[-1], selected[:-1]
-
-    n = len(inp)
     engine = Engine(
         lm.model,
         dev,
         EngineConfig(path=engine_path, batch_size=batch_size, precision=precision, compile=compile),
         pre,
     )
+    final_probs, acc, used = _stream(engine, lm, selected, inp, classes, skip_bad, show_progress)
+    dropped += [c.name for c in selected if c not in used]
+    table, score, ranked = ncip_table(final_probs, acc.tvd(), inp.ids, inp.y, seed)
+    record = selection_record(
+        [cs[i].describe() for i in usable],
+        sigma,
+        pool,
+        chosen,
+        int(k),
+        alpha,
+        whole,
+        order=cs.order,
+        final=str(selected[-1].path),
+        head=lm.head_key,
+        model=lm.description,
+        used=[str(c.path) for c in sorted(used, key=lambda c: selected.index(c))],
+        dropped=dropped,
+        skipped=[{"file": f, "reason": r} for f, r in cs.skipped],
+        preprocessing=pre.describe(),
+        engine={"path": engine.path, "batch_size": engine.batch_size, "precision": precision},
+    )
+    used_names = {c.name for c in used}
+    for row in record["checkpoints"]:
+        row["selected"] = row["selected"] and Path(row["file"]).name in used_names
+    ev = compare_orders(final_probs, score, inp.y, seed) if inp.y is not None else None
+    record["seconds"] = seconds = time.perf_counter() - t0
+    notes.append(
+        f"ranked {len(inp)} inputs with {len(used)} checkpoints (selected from {len(pool)} in "
+        f"the pool of {len(cs)}) in {seconds:.1f} s"
+    )
+    return Ranking(table, record, ev, notes, ranked, inp)
+
+
+def _check_args(k: Any, batch_size: int) -> None:
+    if isinstance(k, bool) or int(k) != k or k < 2:
+        raise InputError(
+            f"k must be an integer of at least 2 (the final checkpoint and one more), got {k!r}"
+        )
+    if batch_size < 1:
+        raise InputError(f"batch_size must be positive, got {batch_size}")
+
+
+def _checkpoints(source, ema: bool, order: str, note: Callable[[str], None]):
+    """The run's checkpoints in training order, and the record of a pruned folder if any."""
+    cs = discover(source, ema, order)
+    check_consistent(cs)
+    pruned = _pruned_selection(source, cs)
+    note(
+        f"{len(cs)} checkpoints ({', '.join(sorted({c.fmt for c in cs}))}), ordered by "
+        f"{cs.order}: {cs[0].name} ... {cs.final.name}"
+    )
+    if cs.skipped:
+        listing = "; ".join(f"{n} ({w})" for n, w in cs.skipped[:6])
+        more = f" and {len(cs.skipped) - 6} more" if len(cs.skipped) > 6 else ""
+        note(f"skipped {len(cs.skipped)} file(s): {listing}{more}")
+    return cs, pruned
+
+
+def _classes(lm: LoadedModel, cs, pre, inp: Inputs, dev, head: str | None) -> tuple[int, bool]:
+    """The model's class count (a one-logit model: 2, ranked as ``[1 - p, p]``), with the
+    head found again when the recorded one has another row count."""
+    classes = probe(lm.model, pre, inp, dev, lm.meta)
+    if classes != lm.num_classes:
+        if head:
+            raise ModelSourceError(
+                f"the model outputs {classes} classes but --head {head!r} has {lm.num_classes} rows"
+            )
+        lm.set_head(find_head(lm.model, classes), cs.final)
+    binary = classes == 1  # one logit: p = sigmoid(z)
+    return (2 if binary else classes), binary
+
+
+def _plan(sigma, usable: int, k: int, alpha: float, binary: bool, pruned, note):
+    """(pool, chosen, note on the whole pool): Algorithm 1, the last K for one-logit models
+    (their σ_cos is the same at every checkpoint), or a pruned folder's checkpoints as they are."""
+    if pruned:
+        note(
+            f"this folder was pruned to NCIP's selection (k = {pruned['k']}, alpha = "
+            f"{pruned['alpha']:g}; {pruned['ordered_by']}): its {usable} checkpoints are "
+            "used as selected"
+        )
+        return np.arange(usable), np.arange(usable), None
+    pool, chosen, whole = plan_last_k(len(sigma), k, alpha) if binary else plan(sigma, k, alpha)
+    if whole:
+        note(whole)
+    return pool, chosen, whole
+
+
+def _stream(engine: Engine, lm: LoadedModel, selected: list, inp: Inputs, classes: int,
+            skip_bad: bool, show_progress: bool):  # fmt: skip
+    """The final checkpoint's probabilities, then every other selected checkpoint's TVD to
+    them, one pass each; returns (final probabilities, the TVD accumulator, checkpoints used).
+    A checkpoint with non-finite outputs stops the run, or is skipped with ``skip_bad``."""
+    n = len(inp)
+    final, others = selected[-1], selected[:-1]
     batches = -(-n // engine.batch_size)
     bar = progress_bar(len(selected) * batches, "NCIP", enabled=show_progress, unit="batch")
     final_probs = np.empty((n, classes), dtype=np.float64)
@@ -335,7 +386,6 @@ def rank(
         if why:
             _bad(ck, why, False, skip_bad)
             acc.discard()
-            dropped.append(ck.name)
             continue
         acc.checkpoint_done()
         used.append(ck)
@@ -345,36 +395,4 @@ def rank(
             "fewer than 2 selected checkpoints gave finite outputs: NCIP would "
             "reduce to the final model's margin"
         )
-
-    table, score, order = ncip_table(final_probs, acc.tvd(), inp.ids, inp.y, seed)
-    used_names = {c.name for c in used}
-    candidates = [cs[i].describe() for i in usable]
-    record = selection_record(
-        candidates,
-        sigma,
-        pool,
-        chosen,
-        int(k),
-        alpha,
-        whole,
-        order=cs.order,
-        final=str(final.path),
-        head=lm.head_key,
-        model=lm.description,
-        used=[str(c.path) for c in sorted(used, key=lambda c: selected.index(c))],
-        dropped=dropped,
-        skipped=[{"file": f, "reason": r} for f, r in cs.skipped],
-        preprocessing=pre.describe(),
-        engine={"path": engine.path, "batch_size": engine.batch_size, "precision": precision},
-    )
-    for row in record["checkpoints"]:
-        row["selected"] = row["selected"] and Path(row["file"]).name in used_names
-    ev = compare_orders(final_probs, score, inp.y, seed) if inp.y is not None else None
-    seconds = time.perf_counter() - t0
-    record["seconds"] = seconds
-    summary = (
-        f"ranked {n} inputs with {len(used)} checkpoints (selected from {len(pool)} in "
-        f"the pool of {len(cs)}) in {seconds:.1f} s"
-    )
-    notes.append(summary)
-    return Ranking(table, record, ev, notes, order, inp)
+    return final_probs, acc, used

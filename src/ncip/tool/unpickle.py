@@ -1,0 +1,123 @@
+"""Safe loading of pickle-based checkpoint files (``.pt``, ``.pth``, ``.bin``, ``.ckpt``,
+``.tar``): ``torch.load(..., weights_only=True)`` and nothing else. Only tensors, plain
+containers, numbers and strings are unpickled, plus ``argparse.Namespace`` and numpy scalars
+(timm and torchvision store their command-line ``args`` and metrics that way); a file that
+needs any other object is refused with the name of what it holds and how to convert it."""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+import re
+from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ncip.core.checkpoints import CheckpointError
+
+# Where dict-shaped checkpoints keep the weights, first match wins; the EMA twin of each.
+CONTAINER_KEYS = ("state_dict", "model", "model_state_dict")
+EMA_KEYS = {"state_dict": "state_dict_ema", "model": "model_ema", "model_state_dict": None}
+
+
+@cache
+def _allowed_globals() -> list:
+    # Data-only classes: an attribute bag and numpy scalars; no constructor runs user code.
+    dtypes = [getattr(np.dtypes, n) for n in dir(np.dtypes) if n.endswith("DType")]
+    return [argparse.Namespace, np._core.multiarray.scalar, np.dtype, *dtypes]
+
+
+def torch_load(path: Path | str) -> Any:
+    """``torch.load`` with ``weights_only=True`` (memory-mapped where the format allows).
+
+    Raises :class:`CheckpointError` naming the file for anything that needs arbitrary
+    unpickling, and for truncated or corrupt files.
+    """
+    import torch
+
+    path = Path(path)
+    with torch.serialization.safe_globals(_allowed_globals()):
+        try:
+            try:
+                return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            except RuntimeError as e:
+                if "mmap can only be used" not in str(e):
+                    raise
+                # legacy (pre-1.6, non-zip) files cannot be memory-mapped
+                return torch.load(path, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError as e:
+            needs = _global_in_message(str(e)) and (
+                _unsafe_globals(path) or _global_in_message(str(e))
+            )
+            if not needs:  # not a refused object: the bytes are not a pickle at all
+                raise CheckpointError(
+                    f"{path} is not a readable PyTorch checkpoint (truncated or corrupt? "
+                    f"{str(e).strip().splitlines()[0][:120]}); remove it from the folder or "
+                    "write it again"
+                ) from None
+            safe = path.with_name(f"{path.stem}-weights.pt")
+            raise CheckpointError(
+                f"{path} needs arbitrary unpickling (it holds {', '.join(needs)}); ncip loads "
+                "only tensors and plain containers. If you trust the file, load it once in a "
+                "trusted session (torch.load with weights_only turned off), save just its state "
+                f"dict (torch.save(model.state_dict(), '{safe}') or safetensors) and move the "
+                "original out"
+            ) from None
+        except (RuntimeError, EOFError, OSError, ValueError, KeyError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise CheckpointError(
+                f"{path} is not a readable PyTorch checkpoint (truncated or corrupt? "
+                f"{first[:160]}); "
+                "remove it from the folder or write it again"
+            ) from None
+
+
+def _unsafe_globals(path: Path) -> list[str]:
+    import torch
+
+    try:
+        names = torch.serialization.get_unsafe_globals_in_checkpoint(path)
+    except Exception:  # noqa: BLE001  (only used to word the message)
+        return []
+    allowed = {f"{g.__module__}.{g.__qualname__}" for g in _allowed_globals()}
+    return [n for n in names if n not in allowed]
+
+
+def _global_in_message(msg: str) -> list[str]:
+    m = re.search(r"GLOBAL ([\w.]+)", msg)
+    return [m.group(1)] if m else []
+
+
+def _is_state_dict(obj: Any) -> bool:
+    import torch
+
+    return (
+        isinstance(obj, Mapping)
+        and len(obj) > 0
+        and all(isinstance(k, str) for k in obj)
+        and all(isinstance(v, torch.Tensor) for v in obj.values())
+        and any(v.is_floating_point() for v in obj.values())
+    )
+
+
+def _classify_pickle(obj: Any, ema: bool) -> tuple[str | None, str | None, str]:
+    """(format, container key, reason if skipped) of an unpickled object."""
+    if _is_state_dict(obj):
+        return "state_dict", None, ""
+    if isinstance(obj, Mapping):
+        for key in CONTAINER_KEYS:
+            if key in obj and _is_state_dict(obj[key]):
+                if ema:
+                    twin = EMA_KEYS.get(key)
+                    if twin and twin in obj and _is_state_dict(obj[twin]):
+                        return "container", twin, ""
+                    return None, None, f"no EMA weights ({twin or 'none known'} for '{key}')"
+                return "container", key, ""
+        if {"state", "param_groups"} <= set(obj):
+            return None, None, "optimizer state"
+        keys = ", ".join(list(map(str, obj))[:6])
+        return None, None, f"holds no model weights (keys: {keys})"
+    return None, None, f"holds a {type(obj).__name__}, not a state dict"
