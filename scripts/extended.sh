@@ -8,6 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH" DVC_NO_ANALYTICS=1
+# the experiment runs in a temporary copy without .venv: its stages use this one (scripts/py)
+export NCIP_PYTHON="$PWD/.venv/bin/python"
 
 if ! git rev-parse HEAD >/dev/null 2>&1; then
   echo "error: DVC experiments need a git commit; commit the project first" >&2; exit 2
