@@ -77,3 +77,29 @@ def test_the_extended_preset_applies_and_names_enough_independent_subjects(tmp_p
     assert len(pairs) == len(subjects) >= 8
     assert all(parse_subject(s).variant is None for s in subjects)
     assert attainable(len(subjects), 12)["min_p_holm"] < 0.05
+
+
+def test_collect_extended_keeps_the_tables_and_refuses_an_unfinished_report(tmp_path):
+    report = tmp_path / "report.md"
+    sections = [
+        "Models under test (paper Table 1)",
+        "RAUC-ALL on clean data (paper Table 3)",
+        "Significance: NCIP vs each baseline on RAUC-ALL (paper Table 5)",
+        "Paired intervals: NCIP minus each method, per subject",
+        "Tied scores",
+    ]
+    report.write_text("# r\n\n" + "".join(f"## {h}\n\nbody of {h}\n\n" for h in sections))
+    out = tmp_path / "extended.md"
+    args = [sys.executable, str(ROOT / "scripts" / "collect_extended.py"), "--report",
+            str(report), "--seconds", "125", "--command", "dvc exp run -S x", "--commit", "abc",
+            "--out", str(out)]  # fmt: skip
+    subprocess.run(args, check=True, capture_output=True)
+    text = out.read_text()
+    assert "2 min 5 s" in text and "abc" in text
+    for h in sections[:4]:
+        assert f"### {h}" in text and f"body of {h}" in text
+    assert "Tied scores" not in text
+    report.write_text("# r\n\n## Models under test (paper Table 1)\n\nonly this\n")
+    r = subprocess.run(args, capture_output=True, text=True)
+    assert r.returncode == 2 and "lacks the sections" in r.stderr
+    assert "2 min 5 s" in out.read_text()  # the previous file is left as it was
