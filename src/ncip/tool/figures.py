@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -28,7 +29,13 @@ def displayable(image: np.ndarray) -> np.ndarray:
     return np.clip(a, 0.0, 1.0)
 
 
-def preview_grid(table: pd.DataFrame, images, path: Path, class_names=None, n: int = 32) -> None:
+def preview_grid(
+    table: pd.DataFrame,
+    images: Callable[[int], np.ndarray],
+    path: Path,
+    class_names: Sequence[str] | None = None,
+    n: int = 32,
+) -> None:
     """The top-``n`` ranked inputs as a grid, each titled with rank, predicted class and score.
 
     ``images(i)`` returns the stored input of the i-th table row (rank order)."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from transformers import TrainerCallback
 
@@ -49,7 +50,7 @@ class NCIPCallback(TrainerCallback):
         self.resume = resume
         self._writer: CheckpointWriter | None = None
 
-    def on_train_begin(self, args, state, control, **kwargs):
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if state.global_step > 0:  # resume_from_checkpoint continues this run
             self.resume = True
 
@@ -66,12 +67,16 @@ class NCIPCallback(TrainerCallback):
             )
         self._writer.save(model, epoch=epoch, step=step)
 
-    def on_step_end(self, args, state, control, model=None, **kwargs):
+    def on_step_end(
+        self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any
+    ) -> None:
         n = self.every_n_steps
         if n and state.is_world_process_zero and state.global_step % n == 0:
             self._save(model, None, state.global_step)
 
-    def on_epoch_end(self, args, state, control, model=None, **kwargs):
+    def on_epoch_end(
+        self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any
+    ) -> None:
         epoch = round(state.epoch)
         if (
             self.every_n_steps is None

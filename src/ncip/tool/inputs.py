@@ -449,7 +449,13 @@ def plan_preprocess(
     return pre
 
 
-def probe(model: nn.Module, pre: Preprocess, inp: Inputs, device, meta: dict | None = None) -> int:
+def probe(
+    model: nn.Module,
+    pre: Preprocess,
+    inp: Inputs,
+    device: torch.device | str,
+    meta: dict | None = None,
+) -> int:
     """Run one input through the model; return the number of classes it outputs."""
     from ncip.tool.modelsource import expected_input
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -136,7 +137,7 @@ def _lightning_monitor(ck: Checkpoint) -> str | None:
 
 def plan_prune(
     folder: str | Path,
-    model=None,
+    model: str | Callable | None = None,
     *,
     k: int = K,
     alpha: float = ALPHA,

@@ -22,7 +22,13 @@ import torch
 from ncip.core.collapse import ALPHA, K
 from ncip.core.engine import Engine, EngineConfig, resolve_device
 from ncip.core.logs import log, progress_bar
-from ncip.tool.formats import Checkpoint, CheckpointError, check_consistent, discover
+from ncip.tool.formats import (
+    Checkpoint,
+    CheckpointError,
+    CheckpointSet,
+    check_consistent,
+    discover,
+)
 from ncip.tool.inputs import (
     InputError,
     Inputs,
@@ -116,7 +122,7 @@ def _class_count_mismatch(lm, cs, ck, rows: int) -> None:
 
 
 def head_sigma(
-    lm: LoadedModel | HeadRef, cs, skip_bad: bool
+    lm: LoadedModel | HeadRef, cs: CheckpointSet, skip_bad: bool
 ) -> tuple[list[int], list[float], list[str]]:
     """(usable checkpoint indices, their σ_cos, the names dropped) from head tensors alone."""
     from ncip.core.collapse import sigma_cos
