@@ -19,8 +19,12 @@ def __getattr__(name: str):
         from ncip.tool.writer import CheckpointWriter
 
         return CheckpointWriter
-    if name in ("rank_probs", "Ranking"):
-        from ncip.tool import ranking
+    if name == "rank_probs":
+        from ncip.tool.ranking import rank_probs
 
-        return getattr(ranking, name)
+        return rank_probs
+    if name == "Ranking":
+        from ncip.tool.output import Ranking
+
+        return Ranking
     raise AttributeError(f"module 'ncip' has no attribute {name!r}")

@@ -271,8 +271,8 @@ def rank(
     ),
 ) -> None:
     """Rank unlabelled inputs, most likely misclassified first, from a model's own checkpoints."""
+    from ncip.tool.output import check_output_path
     from ncip.tool.rank import rank as rank_inputs
-    from ncip.tool.ranking import check_output_path
 
     sources = list(checkpoints or []) + list(checkpoints_opt or [])
     if not sources:

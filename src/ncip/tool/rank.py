@@ -22,6 +22,7 @@ import torch
 from ncip.core.collapse import ALPHA, K
 from ncip.core.engine import Engine, EngineConfig, resolve_device
 from ncip.core.logs import log, progress_bar
+from ncip.tool.compare import compare_orders
 from ncip.tool.formats import (
     Checkpoint,
     CheckpointError,
@@ -38,11 +39,10 @@ from ncip.tool.inputs import (
     probe,
 )
 from ncip.tool.modelsource import HeadRef, LoadedModel, ModelSourceError, find_head, load_model
+from ncip.tool.output import Ranking
 from ncip.tool.ranking import (
-    Ranking,
     TVDAccumulator,
     class_probs,
-    compare_orders,
     ncip_table,
     plan,
     plan_last_k,
@@ -234,7 +234,7 @@ def rank(
     ``"torchvision:NAME"``, an ncip model name, a callable, or None for ncip and Hugging Face
     checkpoints. ``inputs``: a path (.npz, .npy, image folder) or an array; ``labels`` (path or
     array) add an honest comparison with margin, DeepGini and random order on this model. Returns a
-    :class:`ncip.tool.ranking.Ranking`: ``table`` (rank, sample_id, ncip, tvd, margin, pred),
+    :class:`ncip.tool.output.Ranking`: ``table`` (rank, sample_id, ncip, tvd, margin, pred),
     ``selection`` (candidates with σ_cos, pool, selected), ``evaluation`` and ``notes``.
     """
     t0 = time.perf_counter()

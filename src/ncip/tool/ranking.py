@@ -11,12 +11,9 @@ TVD is accumulated checkpoint by checkpoint against the final checkpoint's proba
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,12 +21,12 @@ import pandas as pd
 
 from ncip.core.collapse import ALPHA, K, candidate_pool, select_checkpoints, sigma_cos
 from ncip.core.errors import InputError
-from ncip.core.metrics import apfd, order_from_scores, rauc, run_seed
+from ncip.core.metrics import order_from_scores
 from ncip.core.scores import margin, softmax64, zscore
+from ncip.tool.compare import compare_orders
+from ncip.tool.output import Ranking
 
-OUTPUT_SUFFIXES = (".csv", ".parquet")
 TABLE_COLUMNS = ["rank", "sample_id", "ncip", "tvd", "margin", "pred"]
-RANDOM_REPEATS = 10
 
 
 class TVDAccumulator:
@@ -68,129 +65,6 @@ class TVDAccumulator:
 
     def tvd(self) -> np.ndarray:
         return self.sums / (2.0 * self.checkpoints)
-
-
-@dataclass
-class Ranking:
-    """A ranking (most likely misclassified first), the checkpoint selection behind it and,
-    with labels, how NCIP compares with simpler orders on the same model."""
-
-    table: pd.DataFrame  # rank, sample_id, ncip, tvd, margin, pred (+ label)
-    selection: dict[str, Any]
-    evaluation: pd.DataFrame | None = None
-    notes: list[str] = field(default_factory=list)
-    order: np.ndarray | None = None  # input indices in rank order (row i of the table)
-    inputs: Any = None  # the ranked ncip.tool.inputs.Inputs, when a model ranked them (previews)
-
-    def evaluation_text(self) -> str:
-        return "" if self.evaluation is None else format_evaluation(self.evaluation)
-
-    def save(
-        self,
-        out: Path | str,
-        preview: Path | str | None = None,
-        images: Any = None,
-        class_names: list[str] | None = None,
-    ) -> list[Path]:
-        """Write the table (CSV or Parquet by suffix), ``<stem>.selection.json`` beside it and,
-        with labels, ``<stem>.evaluation.json``; all or nothing. Returns the paths written.
-
-        ``preview`` (a .png) needs ``images(i)``: the stored input of the i-th ranked row."""
-        from ncip.core.io import atomic_group
-
-        out = Path(out)
-        source = getattr(self.inputs, "source", None)
-        own = [source] if source and source != "array" else []
-        check_output_path(out, None if preview is None else Path(preview), own)
-        fmt = out.suffix.lower()
-        files = {
-            out: lambda p: _write_table(self.table, p, fmt),
-            sidecar(out, "selection"): lambda p: _write_json(p, self.selection),
-        }
-        if self.evaluation is not None:
-            files[sidecar(out, "evaluation")] = lambda p: _write_json(
-                p,
-                {
-                    "methods": self.evaluation.to_dict(orient="records"),
-                    "summary": verdict(self.evaluation),
-                },
-            )
-        if preview is not None:
-            from ncip.tool.figures import preview_grid
-
-            files[Path(preview)] = lambda p: preview_grid(self.table, images, p, class_names)
-        from ncip.tool.files import clean_stale_temps, follow_umask
-
-        for p in files:
-            clean_stale_temps(p)
-        with atomic_group(list(files)) as tmps:
-            for (_, write), tmp in zip(files.items(), tmps, strict=True):
-                write(tmp)
-            follow_umask(tmps)  # temporary files are private; the outputs follow the umask
-        return list(files)
-
-
-def sidecar(out: Path, what: str) -> Path:
-    return out.with_name(f"{out.stem}.{what}.json")
-
-
-def output_paths(out: Path, preview: Path | None = None, labels: bool = True) -> list[Path]:
-    """Every file a ranking writes: the table, its sidecars, the preview."""
-    paths = [out, sidecar(out, "selection")] + ([sidecar(out, "evaluation")] if labels else [])
-    return paths + ([Path(preview)] if preview is not None else [])
-
-
-def check_output_path(out: Path, preview: Path | None = None, inputs: Sequence = ()) -> None:
-    """Refuse outputs before any work: a wrong suffix; an output (table, sidecar or preview)
-    that is a folder, one of the run's own inputs (``inputs``: inputs, labels, ids files), or
-    in a place that cannot be written."""
-    import os
-
-    if out.suffix.lower() not in OUTPUT_SUFFIXES:
-        raise InputError(f"--out {out}: end it in .csv or .parquet")
-    if preview is not None and Path(preview).suffix.lower() != ".png":
-        raise InputError(f"--preview {preview}: end it in .png")
-    own = {Path(p).resolve(): str(p) for p in inputs if p is not None}
-    for p in output_paths(out, preview):
-        if p.resolve() in own:
-            raise InputError(
-                f"{p} is one of this run's inputs ({own[p.resolve()]}); writing there would "
-                "overwrite it: give another --out"
-            )
-        if p.is_dir():
-            raise InputError(
-                f"{p} is a folder; give a file name inside it, such as "
-                f"{p / ('ranking' + (p.suffix or '.csv'))}"
-            )
-        parent = p.parent if str(p.parent) else Path(".")
-        existing = next((a for a in [parent, *parent.parents] if a.exists()), Path("."))
-        if not existing.is_dir():
-            raise InputError(f"cannot write {p}: {existing} is a file, not a folder")
-        if not os.access(existing, os.W_OK | os.X_OK):
-            raise InputError(f"cannot write {p}: {existing} is not writable; choose another --out")
-
-
-def _write_table(table: pd.DataFrame, path: Path, fmt: str) -> None:
-    if fmt == ".parquet":
-        table.to_parquet(path, index=False)
-    else:
-        table.to_csv(path, index=False)
-
-
-def _write_json(path: Path, obj: Any) -> None:
-    from ncip.core.io import _finite
-
-    path.write_text(json.dumps(_finite(obj), indent=2, allow_nan=False, default=_plain) + "\n")
-
-
-def _plain(o: Any) -> Any:
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, Path):
-        return str(o)
-    raise TypeError(f"cannot write {type(o).__name__} as JSON")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -335,103 +209,6 @@ def ncip_table(
     if labels is not None:
         table["label"] = np.asarray(labels)[order]
     return table, score, order
-
-
-def compare_orders(
-    final_probs: np.ndarray, ncip_scores: np.ndarray, labels: np.ndarray, seed: int = 0
-) -> pd.DataFrame:
-    """NCIP against the final model's margin, DeepGini and random order, on labelled inputs:
-    RAUC-100/500/ALL, APFD and the faults (misclassified inputs) in the top 10%."""
-    from ncip.core.scores import deepgini
-
-    p = np.asarray(final_probs, dtype=np.float64)
-    y = np.asarray(labels)
-    fault = p.argmax(axis=1) != y
-    n = len(y)
-    top10 = max(1, math.ceil(0.1 * n))
-    logits = np.log(np.maximum(p, np.finfo(np.float64).tiny))
-    methods = {
-        "NCIP": [ncip_scores],
-        "Margin": [1.0 - margin(p)],
-        "DeepGini": [deepgini(logits)],
-        "Random": [
-            np.random.default_rng(run_seed(seed, r)).permutation(n).astype(np.float64)
-            for r in range(RANDOM_REPEATS)
-        ],
-    }
-    rows = []
-    for name, runs in methods.items():
-        vals = []
-        for s in runs:
-            f = fault[order_from_scores(s, seed)]
-            vals.append([rauc(f, 100), rauc(f, 500), rauc(f), apfd(f), int(f[:top10].sum())])
-        v = np.nanmean(np.array(vals, dtype=np.float64), axis=0) if fault.any() else [np.nan] * 5
-        rows.append(
-            {
-                "method": name,
-                "rauc_100": v[0],
-                "rauc_500": v[1],
-                "rauc_all": v[2],
-                "apfd": v[3],
-                "faults_top10pct": float(v[4]),
-                "faults": int(fault.sum()),
-                "inputs": n,
-                "top10pct": top10,
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def verdict(ev: pd.DataFrame) -> str:
-    """One honest sentence: did NCIP beat the final model's margin (and the others) here?"""
-    r = ev.set_index("method")["rauc_all"]
-    if ev["faults"].iloc[0] == 0:
-        return "the model gets every labelled input right: there is nothing to rank"
-    best_other = r.drop("NCIP").idxmax()
-    gap, lead = r["NCIP"] - r["Margin"], r["NCIP"] - r[best_other]
-    vs_margin = f"{gap:+.3f} against the final model's margin alone"
-    if abs(lead) < 0.0005:
-        return (
-            f"NCIP ties {best_other} on RAUC-ALL ({r['NCIP']:.3f}; {vs_margin}): here the "
-            "checkpoints add little beyond the final model's confidence"
-        )
-    if lead > 0:
-        return (
-            f"NCIP is best on RAUC-ALL ({r['NCIP']:.3f}, {lead:+.3f} over {best_other}; "
-            f"{vs_margin})"
-        )
-    return (
-        f"NCIP does not beat {best_other} on this model (RAUC-ALL {r['NCIP']:.3f} against "
-        f"{r[best_other]:.3f}; {vs_margin}): here the checkpoints add little beyond the "
-        "final model's confidence"
-    )
-
-
-def format_evaluation(ev: pd.DataFrame) -> str:
-    n, faults, top = (
-        int(ev["inputs"].iloc[0]),
-        int(ev["faults"].iloc[0]),
-        int(ev["top10pct"].iloc[0]),
-    )
-    lines = [
-        f"on your {n} labelled inputs ({faults} misclassified by the final model):",
-        (
-            f"{'method':<9} {'RAUC-100':>8} {'RAUC-500':>8} {'RAUC-ALL':>8} {'APFD':>6} "
-            f"{'faults in top 10%':>18}"
-        ),
-    ]
-    for r in ev.itertuples():
-        share = (
-            f"{r.faults_top10pct:.0f} of {top}"
-            if r.method != "Random"
-            else f"{r.faults_top10pct:.1f} of {top}"
-        )
-        lines.append(
-            f"{r.method:<9} {r.rauc_100:>8.3f} {r.rauc_500:>8.3f} {r.rauc_all:>8.3f} "
-            f"{r.apfd:>6.3f} {share:>18}"
-        )
-    lines.append(verdict(ev))
-    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------------------------
