@@ -399,25 +399,37 @@ def plan_preprocess(
     if isinstance(inp.x, ImageFiles):
         inp.x.set_channels(c_in)
         shape = tuple(inp.x.shape)
-    if dtype == np.uint8 or dtype.kind in "iub":
-        if dtype != np.uint8 and dtype.kind != "b":
-            sample = np.asarray(inp.x[: min(len(inp), 1024)])
-            if sample.size and (sample.min() < 0 or sample.max() > 255):
-                raise InputError(
-                    f"the inputs are {dtype} with values in [{sample.min()}, "
-                    f"{sample.max()}], neither 8-bit pixels nor token ids for this "
-                    "model; store images as uint8 or floats"
-                )
-        if scale and dtype.kind != "b":
-            pre.divide_by = 255.0
-            pre.steps.append(f"{dtype} pixels divided by 255 to [0, 1]")
-        else:
-            pre.steps.append(f"{dtype} values passed as float32, unscaled")
-    else:
-        pre.steps.append(f"{dtype} values passed as float32, unscaled")
+    _scaling(pre, inp, dtype, scale)
     if meta.get("arch") and meta.get("input_shape") and len(meta["input_shape"]) == 3:
         pre.unit_range = True  # ncip's image models are trained on [0, 1]
-    if len(shape) == 3 and (c_in == 1 or (c_in is None and isinstance(first, nn.Conv2d))):
+    _layout(pre, shape, c_in, isinstance(first, nn.Conv2d))
+    _normalisation(pre, shape, mean, std)
+    return pre
+
+
+def _scaling(pre: Preprocess, inp: Inputs, dtype: np.dtype, scale: bool) -> None:
+    """8-bit (or small integer) pixels divided by 255 unless ``scale`` is off; floats as given."""
+    if not (dtype == np.uint8 or dtype.kind in "iub"):
+        pre.steps.append(f"{dtype} values passed as float32, unscaled")
+        return
+    if dtype != np.uint8 and dtype.kind != "b":
+        sample = np.asarray(inp.x[: min(len(inp), 1024)])
+        if sample.size and (sample.min() < 0 or sample.max() > 255):
+            raise InputError(
+                f"the inputs are {dtype} with values in [{sample.min()}, "
+                f"{sample.max()}], neither 8-bit pixels nor token ids for this "
+                "model; store images as uint8 or floats"
+            )
+    if scale and dtype.kind != "b":
+        pre.divide_by = 255.0
+        pre.steps.append(f"{dtype} pixels divided by 255 to [0, 1]")
+    else:
+        pre.steps.append(f"{dtype} values passed as float32, unscaled")
+
+
+def _layout(pre: Preprocess, shape: tuple, c_in: int | None, conv_first: bool) -> None:
+    """A channel axis for ``[N, H, W]`` images; channel-last images moved to channel-first."""
+    if len(shape) == 3 and (c_in == 1 or (c_in is None and conv_first)):
         pre.add_channel = True
         pre.steps.append("a channel axis added ([N, H, W] -> [N, 1, H, W])")
     elif len(shape) == 4:
@@ -429,24 +441,33 @@ def plan_preprocess(
             pre.steps.append(
                 "channel-last images moved to channel-first ([N, H, W, C] -> [N, C, H, W])"
             )
+
+
+def _normalisation(
+    pre: Preprocess,
+    shape: tuple,
+    mean: Sequence[float] | None,
+    std: Sequence[float] | None,
+) -> None:
+    """Per-channel ``--mean``/``--std`` (one value for every channel, or one per channel)."""
     if (mean is None) != (std is None):
         raise InputError("give --mean and --std together")
-    if mean is not None:
-        channels = shape[3] if pre.channel_last else (1 if pre.add_channel else shape[1])
-        m, s = np.asarray(mean, np.float64), np.asarray(std, np.float64)
-        if len(m) == 1:
-            m, s = np.repeat(m, channels), np.repeat(s, channels)
-        if len(m) != channels or len(s) != channels:
-            raise InputError(f"--mean/--std give {len(m)}/{len(s)} values for {channels} channels")
-        if np.any(s <= 0):
-            raise InputError("--std values must be positive")
-        if not (np.all(np.isfinite(m)) and np.all(np.isfinite(s))):
-            raise InputError(
-                f"--mean and --std must be finite numbers, got {m.tolist()} and {s.tolist()}"
-            )
-        pre.mean, pre.std = m, s
-        pre.steps.append(f"normalised per channel with mean {m.tolist()} and std {s.tolist()}")
-    return pre
+    if mean is None:
+        return
+    channels = shape[3] if pre.channel_last else (1 if pre.add_channel else shape[1])
+    m, s = np.asarray(mean, np.float64), np.asarray(std, np.float64)
+    if len(m) == 1:
+        m, s = np.repeat(m, channels), np.repeat(s, channels)
+    if len(m) != channels or len(s) != channels:
+        raise InputError(f"--mean/--std give {len(m)}/{len(s)} values for {channels} channels")
+    if np.any(s <= 0):
+        raise InputError("--std values must be positive")
+    if not (np.all(np.isfinite(m)) and np.all(np.isfinite(s))):
+        raise InputError(
+            f"--mean and --std must be finite numbers, got {m.tolist()} and {s.tolist()}"
+        )
+    pre.mean, pre.std = m, s
+    pre.steps.append(f"normalised per channel with mean {m.tolist()} and std {s.tolist()}")
 
 
 def probe(

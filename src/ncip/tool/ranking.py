@@ -320,42 +320,11 @@ def rank_probs(
     random order. Returns a :class:`Ranking` whose ``table`` has columns rank, sample_id, ncip,
     tvd, margin, pred.
     """
-    seq = probs if not isinstance(probs, np.ndarray) else [probs[i] for i in range(len(probs))]
-    if isinstance(probs, np.ndarray) and probs.ndim != 3:
-        raise InputError(
-            f"probs must be [K, N, C] (checkpoints, inputs, classes), got {list(probs.shape)}"
-        )
-    seq = list(seq)
+    seq = _checkpoint_list(probs)
     check_k_alpha(k, alpha)
     m = len(seq)
-    if m < 2:
-        raise InputError(
-            "NCIP needs the predictions of at least 2 checkpoints; with one it "
-            "reduces to the final model's margin"
-        )
-    if heads is not None and sigma is not None:
-        raise InputError("give heads or sigma, not both")
     kind, why = decide_kind(seq, kind)
-    binary_head = False
-    if heads is not None:
-        shapes = {np.asarray(h).shape for h in heads}
-        if len(shapes) != 1 or len(next(iter(shapes))) != 2:
-            raise InputError(f"heads must be matrices [C, d] of one shape, got {sorted(shapes)}")
-        binary_head = next(iter(shapes))[0] == 1
-        sigma = [float("nan") if binary_head else sigma_cos(np.asarray(h)) for h in heads]
-    candidates = [{"index": i} for i in range(m)]
-    if binary_head:
-        if len(sigma) != m:
-            raise InputError(f"{len(sigma)} heads for {m} checkpoints")
-        pool, chosen, note = plan_last_k(m, k, alpha)
-    elif sigma is not None:
-        if len(sigma) != m:
-            raise InputError(f"{len(sigma)} heads/sigma values for {m} checkpoints")
-        pool, chosen, note = plan(sigma, k, alpha)
-    else:
-        pool = chosen = np.arange(m)
-        note = None
-        sigma = [float("nan")] * m
+    sigma, pool, chosen, note = _select(m, heads, sigma, k, alpha)
     final = _as_probs(seq[chosen[-1]], kind, f"checkpoint {int(chosen[-1])}'s predictions")
     acc = TVDAccumulator(final)
     for i in chosen[:-1]:
@@ -367,18 +336,10 @@ def rank_probs(
             )
         acc.add(0, p)
         acc.checkpoint_done()
-    n = len(final)
-    ids_arr = np.arange(n).astype(str) if ids is None else np.asarray(ids).astype(str)
-    if len(ids_arr) != n or len(set(ids_arr.tolist())) != n:
-        raise InputError(f"ids must be {n} unique values, one per input")
-    y = None
-    if labels is not None:
-        y = np.asarray(labels)
-        if y.shape != (n,) or y.dtype.kind not in "iu" or y.min() < 0 or y.max() >= final.shape[1]:
-            raise InputError(f"labels must be {n} integer classes in 0..{final.shape[1] - 1}")
+    ids_arr, y = _ids_labels(ids, labels, final.shape)
     table, score, order = ncip_table(final, acc.tvd(), ids_arr, y, seed)
     record = selection_record(
-        candidates,
+        [{"index": i} for i in range(m)],
         sigma,
         pool,
         chosen,
@@ -391,3 +352,64 @@ def rank_probs(
     ev = compare_orders(final, score, y, seed) if y is not None else None
     notes = [f"predictions treated as {why}"] + ([note] if note else [])
     return Ranking(table, record, ev, notes, order)
+
+
+def _checkpoint_list(probs: np.ndarray | Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The per-checkpoint ``[N, C]`` arrays (views of a ``[K, N, C]`` array), at least two."""
+    if isinstance(probs, np.ndarray):
+        if probs.ndim != 3:
+            raise InputError(
+                f"probs must be [K, N, C] (checkpoints, inputs, classes), got {list(probs.shape)}"
+            )
+        seq = [probs[i] for i in range(len(probs))]
+    else:
+        seq = list(probs)
+    if len(seq) < 2:
+        raise InputError(
+            "NCIP needs the predictions of at least 2 checkpoints; with one it "
+            "reduces to the final model's margin"
+        )
+    return seq
+
+
+def _select(
+    m: int,
+    heads: Sequence[np.ndarray] | None,
+    sigma: Sequence[float] | None,
+    k: int,
+    alpha: float,
+) -> tuple[list[float], np.ndarray, np.ndarray, str | None]:
+    """σ_cos per checkpoint, the candidate pool and the K chosen (Algorithm 1 when heads or
+    sigma are given, the last K of the pool for a one-row binary head, else every checkpoint)."""
+    if heads is not None and sigma is not None:
+        raise InputError("give heads or sigma, not both")
+    binary_head = False
+    if heads is not None:
+        shapes = {np.asarray(h).shape for h in heads}
+        if len(shapes) != 1 or len(next(iter(shapes))) != 2:
+            raise InputError(f"heads must be matrices [C, d] of one shape, got {sorted(shapes)}")
+        binary_head = next(iter(shapes))[0] == 1
+        sigma = [float("nan") if binary_head else sigma_cos(np.asarray(h)) for h in heads]
+    if sigma is None:
+        everything = np.arange(m)
+        return [float("nan")] * m, everything, everything, None
+    if len(sigma) != m:
+        raise InputError(f"{len(sigma)} heads/sigma values for {m} checkpoints")
+    pool, chosen, note = plan_last_k(m, k, alpha) if binary_head else plan(sigma, k, alpha)
+    return list(sigma), pool, chosen, note
+
+
+def _ids_labels(
+    ids: Sequence | np.ndarray | None, labels: Sequence | np.ndarray | None, shape: tuple[int, int]
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Checked sample ids (default 0..N-1, as strings) and labels (None without them)."""
+    n, c = shape
+    ids_arr = np.arange(n).astype(str) if ids is None else np.asarray(ids).astype(str)
+    if len(ids_arr) != n or len(set(ids_arr.tolist())) != n:
+        raise InputError(f"ids must be {n} unique values, one per input")
+    if labels is None:
+        return ids_arr, None
+    y = np.asarray(labels)
+    if y.shape != (n,) or y.dtype.kind not in "iu" or y.min() < 0 or y.max() >= c:
+        raise InputError(f"labels must be {n} integer classes in 0..{c - 1}")
+    return ids_arr, y
