@@ -8,10 +8,13 @@ stages then use only those files, through the core: a change to the tool re-runs
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
+from torch import nn
 
 from ncip.core.checkpoints import checkpoint_name, save_state
 from ncip.core.collapse import sigma_cos
@@ -32,7 +35,7 @@ from ncip.study.external import (
 )
 from ncip.study.predict import batched_outputs
 from ncip.tool.formats import check_consistent, discover
-from ncip.tool.modelsource import load_model
+from ncip.tool.modelsource import LoadedModel, load_model
 
 
 def import_external(
@@ -58,26 +61,7 @@ def import_external(
             f"but the data has {info.num_classes}"
         )
     wrapped = ForeignClassifier(lm.model, lm.head, spec.mean, spec.std).to(dev).eval()
-    meta_base = {
-        "arch": "external",
-        "factory": spec.model,
-        "head": lm.head,
-        "head_key": f"net.{lm.head}.weight",
-        "mean": spec.mean,
-        "std": spec.std,
-        "subject": subject,
-        "run": run,
-        "dataset": info.name,
-        "num_classes": info.num_classes,
-        "in_channels": info.in_channels,
-        "input_shape": info.input_shape,
-        "vocab_size": info.vocab_size,
-    }
-    if lm.hf:
-        import json
-
-        meta_base["hf_architecture"] = type(lm.model).__name__
-        meta_base["hf_config"] = json.loads(lm.model.config.to_json_string())
+    meta_base = _metadata(spec, lm, info, subject, run)
     rng = np.random.default_rng(0)
     train = splits["train"]
     train = train.subset(np.sort(rng.permutation(len(train))[:TRAIN_ACC_SAMPLE]))
@@ -86,9 +70,7 @@ def import_external(
         for i, ck in enumerate(progress(cs, f"import {subject}/run-{run}", unit="ckpt"), 1):
             lm.load(ck)
             acc = {
-                f"{p}_acc": float(
-                    (batched_outputs(wrapped, s.x, source=str(ck.path)).argmax(1) == s.y).mean()
-                )
+                f"{p}_acc": _accuracy(wrapped, s, str(ck.path))
                 for p, s in (("train", train), ("val", splits["val"]), ("test", splits["test"]))
             }
             W = lm.model.state_dict()[f"{lm.head}.weight"].detach().cpu().double().numpy()
@@ -116,6 +98,35 @@ def import_external(
         write_json(tmp / IMPORT_RECORD, {"order": cs.order, "sources": sources})
     log.info("imported %d checkpoints of %s (%s) into %s", len(rows), subject, cs.order, out_dir)
     return hist
+
+
+def _metadata(
+    spec: ExternalSpec, lm: LoadedModel, info: DatasetInfo, subject: str, run: int
+) -> dict[str, Any]:
+    """What every imported checkpoint records about its model, data and origin."""
+    meta: dict[str, Any] = {
+        "arch": "external",
+        "factory": spec.model,
+        "head": lm.head,
+        "head_key": f"net.{lm.head}.weight",
+        "mean": spec.mean,
+        "std": spec.std,
+        "subject": subject,
+        "run": run,
+        "dataset": info.name,
+        "num_classes": info.num_classes,
+        "in_channels": info.in_channels,
+        "input_shape": info.input_shape,
+        "vocab_size": info.vocab_size,
+    }
+    if lm.hf:
+        meta["hf_architecture"] = type(lm.model).__name__
+        meta["hf_config"] = json.loads(lm.model.config.to_json_string())
+    return meta
+
+
+def _accuracy(model: nn.Module, split: Split, source: str) -> float:
+    return float((batched_outputs(model, split.x, source=source).argmax(1) == split.y).mean())
 
 
 def import_subject(spec: ExternalSpec, runs: list[int], device: str = "auto") -> list[Path]:
