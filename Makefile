@@ -12,17 +12,22 @@ repro:  ## set up, get the dataset, reproduce the whole pipeline
 
 # The tests run on every core (pytest-xdist), one thread each: the suite is mostly small
 # models and DVC subprocesses, where one process per core beats threads spinning in OpenMP.
+# --dist loadscope keeps each module on one worker, so a module-scoped fixture (a DVC project
+# reproduced end to end, a trained model) is built once, not once per worker;
+# --no-loadscope-reorder keeps the collection order, where tests/conftest.py puts the slow
+# end-to-end modules first (xdist would otherwise start the modules with most tests first,
+# leaving the few long ones to run alone at the end). The slowest tests are listed at the end.
 TEST_ENV := PATH="$(CURDIR)/.venv/bin:$$PATH" OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 
 test:  ## set up, lint and format check (ruff), run the whole test suite (CPU)
 	bash scripts/setup.sh
 	$(VENV)/ruff check . && $(VENV)/ruff format --check .
-	$(TEST_ENV) $(VENV)/python -m pytest -q -n auto
+	$(TEST_ENV) $(VENV)/python -m pytest -q -n auto --dist loadscope --no-loadscope-reorder --durations=25
 
 test-fast:  ## the suite without the slow end-to-end DVC tests
 	bash scripts/setup.sh
 	$(VENV)/ruff check . && $(VENV)/ruff format --check .
-	$(TEST_ENV) $(VENV)/python -m pytest -q -n auto -m "not slow"
+	$(TEST_ENV) $(VENV)/python -m pytest -q -n auto --dist loadscope --no-loadscope-reorder -m "not slow"
 
 sweep:  ## sensitivity to alpha and K as queued DVC experiments (after `make repro`)
 	bash scripts/setup.sh

@@ -7,6 +7,14 @@ import pytest
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 
 
+def pytest_collection_modifyitems(items):
+    """The slow end-to-end modules first (a stable sort keeps each module's own order): with
+    `pytest -n auto --dist loadscope` (make test) each module runs whole on one worker, so its
+    module-scoped fixtures (a DVC project reproduced, a model trained) are built once, and the
+    longest modules starting first keep the workers evenly loaded to the end."""
+    items.sort(key=lambda item: 0 if item.get_closest_marker("slow") else 1)
+
+
 @pytest.fixture
 def raw_root(tmp_path):
     return tmp_path / "raw"
