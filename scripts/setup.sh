@@ -26,8 +26,10 @@ stamp=.venv/.ncip-installed
 want=$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "setup: installing the pinned environment (requirements.lock) and ncip" >&2
-  .venv/bin/python -m pip install --quiet -r requirements.lock
-  .venv/bin/python -m pip install --quiet --no-deps -e '.[dev]'
+  # --no-compile: no byte-compiling of every installed file (torch, the CUDA libraries' Python
+  # parts, transformers...); Python compiles the modules it imports, once, on first import
+  .venv/bin/python -m pip install --quiet --no-compile -r requirements.lock
+  .venv/bin/python -m pip install --quiet --no-compile --no-deps -e '.[dev]'
   echo "$want" > "$stamp"
 fi
 
