@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 SIZES = {  # per CIFAR batch file (5 train batches + 1 test batch), epochs, study knobs
     "dry": {
-        "per_batch": 60,
+        "per_batch": 30,
         "test": 100,
         "epochs": 3,
         "k": 2,
@@ -41,6 +41,7 @@ SIZES = {  # per CIFAR batch file (5 train batches + 1 test batch), epochs, stud
         "cw_steps": 3,
         "dropout": 5,
         "retrain_epochs": 1,
+        "retrain_selected_epochs": 2,  # the paper's recipe: passes over the selection alone
         "train": {"channels_last": True},  # bf16 autocast is emulated (slow) on most CPUs
     },
     "gpu": {
@@ -105,6 +106,8 @@ def study_params(size: dict) -> dict:
     )
     params["analysis"].update(weak_steps="2", tsne_points=100)
     params["retrain"].update(seeds=1, epochs=size["retrain_epochs"])
+    if "retrain_selected_epochs" in size:  # else params.yaml's
+        params["retrain"]["selected_epochs"] = size["retrain_selected_epochs"]
     return params
 
 
