@@ -9,7 +9,13 @@ from ncip.core.scores import softmax64
 from ncip.study import paper
 from ncip.study.curves import tvd_curve, weak_collapse_curve
 from ncip.study.data import Split
-from ncip.study.report import cost_table, retrain_by_subject, side_by_side
+from ncip.study.report import (
+    column_of,
+    cost_table,
+    paired_paragraph,
+    retrain_by_subject,
+    side_by_side,
+)
 from ncip.study.retrain import (
     RetrainConfig,
     resolution,
@@ -127,6 +133,46 @@ def test_side_by_side_sets_ours_beside_the_paper():
     )
     assert "| NCIP | **0.930** | **0.931** |" in md
     assert "| DeepGini | 0.890 | 0.898 |" in md
+
+
+def test_side_by_side_uses_the_alias_of_a_subject_trained_elsewhere():
+    mean = pd.DataFrame({"subject": "mine", "split": "test", "method": ["ncip"], "rauc_all": [0.5]})
+    assert column_of("mine") is None
+    assert column_of("mine", {"mine": "fmnist-lenet5"}) == ("fmnist", "lenet5")
+    md = side_by_side(
+        mean,
+        "test",
+        "rauc_all",
+        paper.TABLE3,
+        ["ncip"],
+        ["mine"],
+        aliases={"mine": "fmnist-lenet5"},
+    )
+    assert "| NCIP | **0.500** | **0.931** |" in md
+
+
+def test_paired_paragraph_names_wins_losses_and_ties_per_subject():
+    rows = [
+        ("a", "deepgini", "win"),
+        ("a", "tdpr", "loss"),
+        ("a", "dsa", "tie"),
+        ("b", "deepgini", "win"),
+        ("b", "tdpr", "win"),
+        ("b", "dsa", "win"),
+        ("b", "tvd", "loss"),  # an ablation: left to the section with every value
+    ]
+    paired = pd.DataFrame(
+        [
+            {"subject": s, "method": m, "verdict": v, "split": "test", "budget": "all"}
+            for s, m, v in rows
+        ]
+    ).assign(resamples=200)
+    text = paired_paragraph(paired)
+    assert "200 resamples" in text
+    assert (
+        "RAUC-ALL on clean data: a: better than 1 (DeepGini), worse than 1 (TDPR), "
+        "no clear difference from 1 (DSA); b: better than all 3." in text
+    )
 
 
 def test_cost_table_charges_each_method_the_shared_inference_it_reads():

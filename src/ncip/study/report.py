@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -16,19 +16,12 @@ from ncip.study.subjects import parse_subject
 from ncip.study.tables import fmt as _fmt
 from ncip.study.tables import render_table
 
-_ALIASES: dict[str, str] = {}
 
-
-def alias_subjects(aliases: dict[str, str | None]) -> None:
-    """Subjects trained elsewhere that stand for one of the paper's (their ``paper`` key)."""
-    _ALIASES.clear()
-    _ALIASES.update({k: v for k, v in aliases.items() if v})
-
-
-def column_of(subject: str):
-    """The paper's column for a subject (a dataset and model the paper has), else None."""
+def column_of(subject: str, aliases: dict[str, str] | None = None):
+    """The paper's column for a subject (a dataset and model the paper has), else None.
+    ``aliases`` maps subjects trained elsewhere to the paper's subject they stand for."""
     try:
-        s = parse_subject(_ALIASES.get(subject, subject))
+        s = parse_subject((aliases or {}).get(subject, subject))
     except ValueError:  # a model trained elsewhere, standing for nothing of the paper's
         return None
     if s.variant:
@@ -58,6 +51,7 @@ def side_by_side(
     subjects: list[str],
     digits: int = 3,
     std: pd.DataFrame | None = None,
+    aliases: dict[str, str] | None = None,
 ) -> str:
     """Methods x (subject: ours | paper), the paper's values from ``ref``."""
     return render_table(
@@ -67,7 +61,7 @@ def side_by_side(
         methods,
         subjects,
         paper=ref,
-        column_of=column_of,
+        column_of=lambda subject: column_of(subject, aliases),
         digits=digits,
         std=std,
     )
@@ -123,7 +117,7 @@ def significance_markdown(table: pd.DataFrame, unit: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def cost_table(cost: dict) -> str:
+def cost_table(cost: dict, aliases: dict[str, str] | None = None) -> str:
     """Table 9: seconds per method group, from metrics/cost.json (:mod:`ncip.study.cost`)."""
     from ncip.study.cost import table9_rows
 
@@ -131,13 +125,15 @@ def cost_table(cost: dict) -> str:
     lines = ["| Subject | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
     for subject, row in table9_rows(cost).items():
         lines.append(f"| {subject} | " + " | ".join(_fmt(v, 2) for v in row) + " |")
-        col = column_of(subject.split("/")[0])
+        col = column_of(subject.split("/")[0], aliases)
         if col in paper.COST:
             lines.append("| ↳ paper | " + " | ".join(_fmt(v, 2) for v in paper.COST[col]) + " |")
     return "\n".join(lines) + "\n"
 
 
-def agreement_paragraph(mean: pd.DataFrame, subjects: list[str]) -> str:
+def agreement_paragraph(
+    mean: pd.DataFrame, subjects: list[str], aliases: dict[str, str] | None = None
+) -> str:
     """Plain statements computed from the numbers: where this run agrees with the paper."""
     clean = mean[mean["split"] == "test"]
     out = []
@@ -157,7 +153,7 @@ def agreement_paragraph(mean: pd.DataFrame, subjects: list[str]) -> str:
                 for a in ablation()
                 if a != "ncip" and a in part.index and part[a] > part["ncip"]
             ]
-            col = column_of(s)
+            col = column_of(s, aliases)
             if col and "ncip" in ref and col in ref["ncip"]:
                 comparable += 1
                 diffs.append(part["ncip"] - ref["ncip"][col])
@@ -315,6 +311,7 @@ class ReportInputs:
     sensitivity: str | None
     paired: pd.DataFrame
     extended: str | None = None
+    aliases: dict[str, str] = field(default_factory=dict)  # external subject -> paper's subject
 
 
 def read_inputs(params: Path, metrics_dir: Path, scores: Path, plots_dir: Path) -> ReportInputs:
@@ -326,7 +323,6 @@ def read_inputs(params: Path, metrics_dir: Path, scores: Path, plots_dir: Path) 
 
     cfg, subjects, runs = load_study(params)
     external = external_specs(params)
-    alias_subjects({name: spec.paper for name, spec in external.items()})
     per_order = pd.read_csv(metrics_dir / "per_ordering.csv")
     per_order = per_order[per_order["subject"].isin(subjects) & per_order["run"].isin(runs)]
     if per_order.empty:
@@ -391,6 +387,7 @@ def read_inputs(params: Path, metrics_dir: Path, scores: Path, plots_dir: Path) 
         sens.read_text() if sens.exists() else None,
         paired,
         ext.read_text() if (ext := metrics_dir / "extended.md").exists() else None,
+        {name: spec.paper for name, spec in external.items() if spec.paper},
     )
 
 
@@ -612,30 +609,46 @@ def _budget_name(b) -> str:
     return "RAUC-ALL" if str(b) == "all" else f"RAUC-{b}"
 
 
+def _names(methods: list[str], of: int) -> str:
+    if len(methods) == of:
+        return f"all {of}"
+    return f"{len(methods)} ({', '.join(map(display, methods))})"
+
+
+VERDICT_WORDS = (
+    ("win", "better than"),
+    ("loss", "worse than"),
+    ("tie", "no clear difference from"),
+)
+
+
 def paired_paragraph(paired: pd.DataFrame) -> str:
-    """What the per-subject paired intervals support, in words: only where an interval lies
-    wholly above (better) or below (worse) 0."""
+    """What the per-subject paired intervals support, in words: "better" and "worse" only
+    where an interval lies wholly above or below 0."""
     rs = int(paired["resamples"].iloc[0])
     parts = []
     for (split, budget), g in paired.groupby(["split", "budget"], sort=False):
         g = g[g["method"].isin(baselines())]
-        better = g[g["verdict"] == "win"]
-        worse = g[g["verdict"] == "loss"]
-
-        def listing(rows) -> str:
-            by = rows.groupby("subject")["method"].apply(lambda m: ", ".join(map(display, m)))
-            return "; ".join(f"on {s} {v}" for s, v in by.items()) or "no baseline"
-
+        per_subject = []
+        for s, rows in g.groupby("subject", sort=False):
+            verdict = rows.groupby("verdict")["method"].apply(list)
+            said = [
+                f"{word} {_names(verdict[v], len(rows))}"
+                for v, word in VERDICT_WORDS
+                if v in verdict.index
+            ]
+            per_subject.append(f"{s}: " + ", ".join(said))
         parts.append(
-            f"{_budget_name(budget)} on {SPLIT_NAMES.get(split, split)} data: NCIP is better "
-            f"than {listing(better)}, and worse than {listing(worse)}; every other difference "
-            "to a baseline has an interval that covers 0"
+            f"{_budget_name(budget)} on {SPLIT_NAMES.get(split, split)} data: "
+            + "; ".join(per_subject)
         )
     return (
         "Per subject, NCIP minus each of the twelve baselines with a 95% interval from a paired "
         f"hierarchical bootstrap ({rs} resamples of the runs, then of the test inputs, the same "
         'for both methods; the section "Paired intervals" has every value, ablations too). '
-        "Claims below only where the interval excludes 0. " + ". ".join(parts) + "."
+        "NCIP is called better or worse than a baseline only where the interval excludes 0. "
+        + ". ".join(parts)
+        + "."
     )
 
 
@@ -723,70 +736,94 @@ def markdown_sections(text: str) -> dict[str, str]:
     return {k: "\n".join(v) for k, v in sections.items()}
 
 
-def render_report(r: ReportInputs) -> str:
-    """metrics/report.md from the study's results."""
-    mean, sd, subjects, runs, methods = r.mean, r.sd, r.subjects, r.runs, r.methods
-    sig, sig_runs, costs, retrain, weak, cfg = r.sig, r.sig_runs, r.costs, r.retrain, r.weak, r.cfg
-    external, cost, sensitivity = r.external, r.cost, r.sensitivity
-    n_runs = len(runs)
-    L = [
+def header_section(r: ReportInputs) -> list[str]:
+    cfg = r.cfg
+    seeds = ", ".join(str(run_seed(cfg.get("seed", 0), run)) for run in r.runs)
+    return [
         "# NCIP reproduction report",
         "",
-        f"Generated by the `report` stage from this run: {len(subjects)} subjects x {n_runs} "
-        f"training run(s) (seeds {', '.join(str(run_seed(cfg.get('seed', 0), r)) for r in runs)}), "
+        f"Generated by the `report` stage from this run: {len(r.subjects)} subjects x "
+        f"{len(r.runs)} training run(s) (seeds {seeds}), "
         f"K = {cfg.get('k')}, alpha = {cfg.get('alpha')}, {cfg['train']['epochs']} epochs "
-        f"{'for the subjects trained here ' if external else ''}"
+        f"{'for the subjects trained here ' if r.external else ''}"
         f"(the paper trains {paper.EPOCHS['mnist']} epochs on MNIST and "
         f"{paper.EPOCHS['fmnist']} on Fashion-MNIST). Each table sets this run's value beside "
         "the paper's for the same dataset and model"
         + (
             "; `mnist5k` (5,000 real MNIST digits, a 1,000-image test set) stands in for the "
             "paper's MNIST columns, so those comparisons are looser"
-            if any(s.startswith("mnist5k") for s in subjects)
+            if any(s.startswith("mnist5k") for s in r.subjects)
             else ""
         )
         + ". Bold marks the best value of each column.",
         "",
+    ]
+
+
+def summary_section(r: ReportInputs) -> list[str]:
+    """The summary: every paragraph computed from the tables below it."""
+    L = [
         "## Summary",
         "",
-        agreement_paragraph(mean, subjects),
+        agreement_paragraph(r.mean, r.subjects, r.aliases),
         "",
-        spread_paragraph(mean, sd, subjects, n_runs),
+        spread_paragraph(r.mean, r.sd, r.subjects, len(r.runs)),
         "",
-        significance_paragraph(sig, r.independent),
+        significance_paragraph(r.sig, r.independent),
         "",
     ]
     if not r.paired.empty:
         L += [paired_paragraph(r.paired), ""]
-    if retrain:
-        L += [retrain_paragraph(retrain), ""]
-        verdict = rq3_verdict(retrain)
+    if r.retrain:
+        L += [retrain_paragraph(r.retrain), ""]
+        verdict = rq3_verdict(r.retrain)
         if verdict:
             L += [verdict, ""]
-    ties = tie_paragraph(mean, subjects)
+    ties = tie_paragraph(r.mean, r.subjects)
     if ties:
         L += [ties, ""]
+    return L
+
+
+def table1_section(r: ReportInputs) -> list[str]:
+    """Paper Table 1: the models under test and their test accuracy."""
+    mean = r.mean
     acc = mean[(mean["split"] == "test") & (mean["method"] == "ncip")].set_index("subject")
-    L += [
+    L = [
         "## Models under test (paper Table 1)",
         "",
         "| Subject | test accuracy | paper |",
         "|---|---:|---:|",
     ]
-    for s in subjects:
-        col = column_of(s)
+    for s in r.subjects:
+        col = column_of(s, r.aliases)
         a = 1 - acc.loc[s, "faults"] / acc.loc[s, "n"] if s in acc.index else np.nan
         L.append(
             f"| {s} | {a:.4f} | {paper.ACCURACY[col]:.4f} |" if col else f"| {s} | {a:.4f} | – |"
         )
-    L += [
-        "",
+    return L + [""]
+
+
+def _side(r: ReportInputs, split: str, metric: str, ref: dict, methods, subjects=None, digits=3):
+    subjects = r.subjects if subjects is None else subjects
+    return side_by_side(r.mean, split, metric, ref, methods, subjects, digits, r.sd, r.aliases)
+
+
+def table3_4_section(r: ReportInputs) -> list[str]:
+    """Paper Tables 3 and 4: RAUC-ALL and RAUC-500 on clean data."""
+    return [
         "## RAUC-ALL on clean data (paper Table 3)",
         "",
-        side_by_side(mean, "test", "rauc_all", paper.TABLE3, methods, subjects, std=sd),
+        _side(r, "test", "rauc_all", paper.TABLE3, r.methods),
         "## RAUC-500 on clean data (paper Table 4)",
         "",
-        side_by_side(mean, "test", "rauc_500", paper.TABLE4, methods, subjects, std=sd),
+        _side(r, "test", "rauc_500", paper.TABLE4, r.methods),
+    ]
+
+
+def table5_section(r: ReportInputs) -> list[str]:
+    """Paper Table 5: Wilcoxon signed-rank tests over the independent subjects."""
+    L = [
         "## Significance: NCIP vs each baseline on RAUC-ALL (paper Table 5)",
         "",
         "One-sided Wilcoxon signed-rank tests (NCIP greater), Holm-corrected over the "
@@ -796,43 +833,60 @@ def render_report(r: ReportInputs) -> str:
         + "): a calibration variant (mixup, label smoothing) is the same data and architecture "
         "as its plain subject, so it is reported in its own section below, not paired here.",
         "",
-        significance_markdown(sig, "independent subjects (RAUC-ALL averaged over runs)"),
+        significance_markdown(r.sig, "independent subjects (RAUC-ALL averaged over runs)"),
     ]
-    if not sig_runs.empty:
+    if not r.sig_runs.empty:
         L += [
             "Paired over every (subject, run) of those subjects, a descriptive check only: "
             "runs of one subject share its data and architecture, so they are not independent "
             "samples of subjects.",
             "",
-            significance_markdown(sig_runs, "(subject, run) pairs"),
+            significance_markdown(r.sig_runs, "(subject, run) pairs"),
         ]
-    if (mean["split"] == "adv").any():
-        L += [
-            "## Adversarial data (paper Table 6)",
-            "",
-            "One combined FGSM + PGD + BIM + CW test set per subject. The paper reports Table 6 "
-            "for CIFAR and TinyImageNet models only, so its column stays empty unless those "
-            "subjects are run.",
-            "",
-            "RAUC-500:",
-            "",
-            side_by_side(mean, "adv", "rauc_500", paper.TABLE6_RAUC500, methods, subjects, std=sd),
-            "RAUC-ALL:",
-            "",
-            side_by_side(mean, "adv", "rauc_all", paper.TABLE6_RAUCALL, methods, subjects, std=sd),
-        ]
-    if not r.paired.empty:
-        L += paired_section(r.paired, subjects)
-    L += [
+    return L
+
+
+def table6_section(r: ReportInputs) -> list[str]:
+    """Paper Table 6: RAUC-500 and RAUC-ALL on the adversarial test sets."""
+    if not (r.mean["split"] == "adv").any():
+        return []
+    return [
+        "## Adversarial data (paper Table 6)",
+        "",
+        "One combined FGSM + PGD + BIM + CW test set per subject. The paper reports Table 6 "
+        "for CIFAR and TinyImageNet models only, so its column stays empty unless those "
+        "subjects are run.",
+        "",
+        "RAUC-500:",
+        "",
+        _side(r, "adv", "rauc_500", paper.TABLE6_RAUC500, r.methods),
+        "RAUC-ALL:",
+        "",
+        _side(r, "adv", "rauc_all", paper.TABLE6_RAUCALL, r.methods),
+    ]
+
+
+def paired_intervals_section(r: ReportInputs) -> list[str]:
+    return [] if r.paired.empty else paired_section(r.paired, r.subjects)
+
+
+def table7_8_section(r: ReportInputs) -> list[str]:
+    """Paper Tables 7 and 8: the ablation's fault types at 5% and RAUC-ALL."""
+    return [
         "## Ablation: fault types at a 5% budget (paper Table 7)",
         "",
-        side_by_side(mean, "test", "fault_types_5pct", paper.TABLE7, ablation(), subjects, 0, sd),
+        _side(r, "test", "fault_types_5pct", paper.TABLE7, ablation(), digits=0),
         "## Ablation: RAUC-ALL (paper Table 8)",
         "",
-        side_by_side(mean, "test", "rauc_all", paper.TABLE8, ablation(), subjects, std=sd),
+        _side(r, "test", "rauc_all", paper.TABLE8, ablation()),
         "TVD: the last K checkpoints; +NC: the NC-selected checkpoints instead; +Margin: adds "
         "zscore(1 - margin of the final model). NCIP = TVD + NC + Margin.",
         "",
+    ]
+
+
+def ties_section(r: ReportInputs) -> list[str]:
+    return [
         "## Tied scores",
         "",
         "Share of the clean test inputs whose score another input shares (mean over runs), and "
@@ -841,59 +895,80 @@ def render_report(r: ReportInputs) -> str:
         "method, so inside a tied block the order is random and the detection curve rises at "
         "the block's base rate.",
         "",
-        tie_markdown(mean, subjects, methods + [m for m in ablation() if m != "ncip"]),
+        tie_markdown(r.mean, r.subjects, r.methods + [m for m in ablation() if m != "ncip"]),
     ]
-    variants = [s for s in subjects if parse_subject(s, external).variant]
-    if variants:
-        bases = sorted({s.rsplit("-", 1)[0] for s in variants} & set(subjects))
-        group = [s for b in bases for s in subjects if s == b or s.startswith(b + "-")]
-        L += [
-            "## Calibration: mixup and label smoothing (paper Fig. 4a)",
-            "",
-            "RAUC-ALL on clean data of models trained plainly, with mixup (alpha "
-            f"{cfg['train']['mixup_alpha']}) and with label smoothing "
-            f"({cfg['train']['label_smoothing']}).",
-            "",
-            side_by_side(mean, "test", "rauc_all", {}, methods, group, std=sd),
-        ]
-    if retrain:
-        L += [
-            "## Retraining guidance (paper RQ3, Fig. 6)",
-            "",
-            retrain_recipe(retrain),
-            "",
-            retrain_markdown(retrain),
-            "### Both recipes",
-            "",
-            'The paper fine-tunes "the original models using the top 20% of samples '
-            'prioritized by each method"; the recipe above adds them to the whole training set '
-            "(TDPR's and SETS' recipe). The second recipe fine-tunes on the selected inputs "
-            f"alone for {next(iter(retrain.values())).get('config', {}).get('selected_epochs')} "
-            "passes, same learning rate, seeds and controls (nothing new: as many training "
-            "inputs drawn again).",
-            "",
-            recipes_markdown(retrain),
-            rq3_verdict(retrain),
-            "",
-        ]
-        if any(g.get("averaged", True) for g in retrain.values()):
-            L += ["![retraining](../plots/report/retrain.png)"]
-        L += [""]
-    if not weak.empty:
-        w = weak.groupby(["checkpoints", "subject"])["rauc_all"].mean().unstack("subject")
-        L += [
-            "## Weak neural collapse (paper Fig. 9)",
-            "",
-            "NCIP's RAUC-ALL when only the first E' checkpoints exist (the model under test is "
-            "then checkpoint E'). The paper sees RAUC-ALL grow as collapse strengthens.",
-            "",
-            "| checkpoints | " + " | ".join(w.columns) + " |",
-            "|---:|" + "---:|" * len(w.columns),
-        ]
-        for e, row in w.iterrows():
-            L.append(f"| {e} | " + " | ".join(f"{v:.3f}" for v in row) + " |")
-        L += ["", "![weak collapse](../plots/report/weak_collapse.png)", ""]
-    L += [
+
+
+def calibration_section(r: ReportInputs) -> list[str]:
+    """Paper Fig. 4a: plain, mixup and label-smoothing variants of one subject."""
+    variants = [s for s in r.subjects if parse_subject(s, r.external).variant]
+    if not variants:
+        return []
+    bases = sorted({s.rsplit("-", 1)[0] for s in variants} & set(r.subjects))
+    group = [s for b in bases for s in r.subjects if s == b or s.startswith(b + "-")]
+    train = r.cfg["train"]
+    return [
+        "## Calibration: mixup and label smoothing (paper Fig. 4a)",
+        "",
+        "RAUC-ALL on clean data of models trained plainly, with mixup (alpha "
+        f"{train['mixup_alpha']}) and with label smoothing ({train['label_smoothing']}).",
+        "",
+        _side(r, "test", "rauc_all", {}, r.methods, group),
+    ]
+
+
+def retraining_section(r: ReportInputs) -> list[str]:
+    """Paper RQ3 / Fig. 6: both fine-tuning recipes and the verdict."""
+    retrain = r.retrain
+    if not retrain:
+        return []
+    passes = next(iter(retrain.values())).get("config", {}).get("selected_epochs")
+    L = [
+        "## Retraining guidance (paper RQ3, Fig. 6)",
+        "",
+        retrain_recipe(retrain),
+        "",
+        retrain_markdown(retrain),
+        "### Both recipes",
+        "",
+        'The paper fine-tunes "the original models using the top 20% of samples '
+        'prioritized by each method"; the recipe above adds them to the whole training set '
+        "(TDPR's and SETS' recipe). The second recipe fine-tunes on the selected inputs "
+        f"alone for {passes} "
+        "passes, same learning rate, seeds and controls (nothing new: as many training "
+        "inputs drawn again).",
+        "",
+        recipes_markdown(retrain),
+        rq3_verdict(retrain),
+        "",
+    ]
+    if any(g.get("averaged", True) for g in retrain.values()):
+        L += ["![retraining](../plots/report/retrain.png)"]
+    return L + [""]
+
+
+def weak_collapse_section(r: ReportInputs) -> list[str]:
+    """Paper Fig. 9: NCIP with only the first E' checkpoints."""
+    if r.weak.empty:
+        return []
+    w = r.weak.groupby(["checkpoints", "subject"])["rauc_all"].mean().unstack("subject")
+    L = [
+        "## Weak neural collapse (paper Fig. 9)",
+        "",
+        "NCIP's RAUC-ALL when only the first E' checkpoints exist (the model under test is "
+        "then checkpoint E'). The paper sees RAUC-ALL grow as collapse strengthens.",
+        "",
+        "| checkpoints | " + " | ".join(w.columns) + " |",
+        "|---:|" + "---:|" * len(w.columns),
+    ]
+    for e, row in w.iterrows():
+        L.append(f"| {e} | " + " | ".join(f"{v:.3f}" for v in row) + " |")
+    return L + ["", "![weak collapse](../plots/report/weak_collapse.png)", ""]
+
+
+def table9_section(r: ReportInputs) -> list[str]:
+    """Paper Table 9: seconds per method group."""
+    return [
         "## Cost in seconds (paper Table 9)",
         "",
         "Measured by the stages themselves on this machine (`metrics/cost.json`). "
@@ -906,55 +981,97 @@ def render_report(r: ReportInputs) -> str:
         "split(s), Predict the scoring of the clean and adversarial test sets. The paper "
         "used an RTX 4090.",
         "",
-        cost_table(cost),
+        cost_table(r.cost, r.aliases),
     ]
-    if external:
-        L += [
-            "## Models trained elsewhere",
-            "",
-            "These subjects were not trained here: their checkpoints were imported (training "
-            "skipped) and every later stage ran on them as on the others.",
-            "",
-            "| subject | checkpoints | model | compared with the paper's |",
-            "|---|---|---|---|",
-        ]
-        for name, spec in external.items():
-            L.append(
-                f"| {name} | `{spec.checkpoints}` | `{spec.model or 'from the checkpoints'}` "
-                f"| {spec.paper or '–'} |"
-            )
-        L.append("")
-    not_run = not_run_markdown(costs)
-    if not_run:
-        L += ["## What could not run", "", not_run, ""]
-    if sensitivity is not None:
-        L += ["## Sensitivity to alpha and K (paper Figs. 7-8)", "", sensitivity, ""]
-    else:
-        L += [
-            "## Sensitivity to alpha and K (paper Figs. 7-8)",
-            "",
+
+
+def external_section(r: ReportInputs) -> list[str]:
+    if not r.external:
+        return []
+    L = [
+        "## Models trained elsewhere",
+        "",
+        "These subjects were not trained here: their checkpoints were imported (training "
+        "skipped) and every later stage ran on them as on the others.",
+        "",
+        "| subject | checkpoints | model | compared with the paper's |",
+        "|---|---|---|---|",
+    ]
+    for name, spec in r.external.items():
+        L.append(
+            f"| {name} | `{spec.checkpoints}` | `{spec.model or 'from the checkpoints'}` "
+            f"| {spec.paper or '–'} |"
+        )
+    return L + [""]
+
+
+def not_run_section(r: ReportInputs) -> list[str]:
+    not_run = not_run_markdown(r.costs)
+    return ["## What could not run", "", not_run, ""] if not_run else []
+
+
+def sensitivity_section(r: ReportInputs) -> list[str]:
+    """Paper Figs. 7-8, from metrics/sensitivity.md (`make sweep`)."""
+    body = r.sensitivity
+    if body is None:
+        body = (
             "Not in this run: `make sweep` queues the alpha and K experiments, writes "
-            "`metrics/sensitivity.md` and re-renders this report with it.",
-            "",
-        ]
-    L += [
+            "`metrics/sensitivity.md` and re-renders this report with it."
+        )
+    return ["## Sensitivity to alpha and K (paper Figs. 7-8)", "", body, ""]
+
+
+def extended_section(r: ReportInputs) -> list[str]:
+    """Table 5 over the extended study's subjects, from metrics/extended.md (`make extended`)."""
+    return [
         "## Extended CPU study: Table 5 over independent subjects (issue 22)",
         "",
         r.extended or "Not in this run: `make extended` runs it and writes `metrics/extended.md`.",
         "",
     ]
-    L += ["## Figures", ""]
-    for s in subjects:
+
+
+def figures_section(r: ReportInputs) -> list[str]:
+    L = ["## Figures", ""]
+    for s in r.subjects:
         links = [
             f"[fault diversity (Fig. 5)](../plots/figures/fault_diversity-{s}.png)",
             f"[detection curve](../plots/figures/detection-{s}.png)",
         ]
-        for r in runs:
-            a = f"../plots/analysis/{s}-run-{r}"
+        for run in r.runs:
+            a = f"../plots/analysis/{s}-run-{run}"
             links += [
-                f"run {r}: [TVD vs checkpoints (Fig. 3)]({a}/tvd_curve.png)",
+                f"run {run}: [TVD vs checkpoints (Fig. 3)]({a}/tvd_curve.png)",
                 f"[weak collapse (Fig. 9)]({a}/weak_collapse.png)",
                 f"[t-SNE (Fig. 1)]({a}/tsne.png)",
             ]
         L.append(f"- {s}: " + ", ".join(links))
-    return "\n".join(L) + "\n"
+    return L
+
+
+# The report's sections in order; each reads only the ReportInputs
+SECTIONS = (
+    header_section,
+    summary_section,
+    table1_section,
+    table3_4_section,
+    table5_section,
+    table6_section,
+    paired_intervals_section,
+    table7_8_section,
+    ties_section,
+    calibration_section,
+    retraining_section,
+    weak_collapse_section,
+    table9_section,
+    external_section,
+    not_run_section,
+    sensitivity_section,
+    extended_section,
+    figures_section,
+)
+
+
+def render_report(r: ReportInputs) -> str:
+    """metrics/report.md from the study's results: every section in order."""
+    return "\n".join(line for section in SECTIONS for line in section(r)) + "\n"
