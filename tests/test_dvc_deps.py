@@ -181,3 +181,17 @@ def test_the_read_recorder_sees_safetensors_parquet_and_numpy_reads(tiny_run, tm
     reads = [set(json.loads(line)["reads"]) for line in log.read_text().splitlines()]
     assert "models/epoch-006.safetensors" in reads[0]
     assert {"data/test.npz", "data/info.json", "models/epoch-001.safetensors"} <= reads[1]
+
+
+def test_evaluation_waits_for_no_retraining():
+    """evaluate-rauc reads the attacks' own records, so an experiment that targets it (the
+    sensitivity sweep: `dvc exp run evaluate-rauc -S k=...`) fine-tunes nothing."""
+    import networkx as nx
+    from dvc.repo import Repo
+
+    with Repo(str(ROOT)) as repo:
+        graph = repo.index.graph
+        stage = next(s for s in graph.nodes if s.addressing == "evaluate-rauc")
+        upstream = {s.addressing.split("@")[0] for s in nx.descendants(graph, stage)}
+    assert {"generate-adversarial", "score-ncip", "score-baselines"} <= upstream
+    assert not {s for s in upstream if s.startswith("retrain") or s == "publish-records"}
