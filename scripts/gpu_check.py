@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 SIZES = {  # per CIFAR batch file (5 train batches + 1 test batch), epochs, study knobs
     "dry": {
-        "per_batch": 30,
-        "test": 100,
+        "per_batch": 16,
+        "test": 60,
         "epochs": 3,
         "k": 2,
         "batch": 50,
