@@ -713,6 +713,18 @@ def truncated_npz(t, b):
     return "rank", [b / "models", "--inputs", t / "x.npz", "--out", t / "r.csv"], [t / "r.csv"]
 
 
+def text_as_npz(t, b):
+    (t / "x.npz").write_text("sample_id,x\n1,0.5\n")
+    return "rank", [b / "models", "--inputs", t / "x.npz", "--out", t / "r.csv"], [t / "r.csv"]
+
+
+def npy_as_npz(t, b):
+    with np.load(b / "test.npz") as z:
+        np.save(t / "x.npy", z["x"])
+    (t / "x.npy").rename(t / "x.npz")
+    return "rank", [b / "models", "--inputs", t / "x.npz", "--out", t / "r.csv"], [t / "r.csv"]
+
+
 def empty_npy(t, b):
     (t / "x.npy").write_bytes(b"")
     return "rank", [b / "models", "--inputs", t / "x.npy", "--out", t / "r.csv"], [t / "r.csv"]
@@ -940,6 +952,8 @@ CASES = [
     Case("a --model module calling sys.exit(0)", model_exits_on_import, "called sys.exit(0)"),
     Case("a --model module raising on import", model_raises_on_import, "raised JSONDecodeError"),
     Case("a truncated .npz", truncated_npz, "x.npz is not a readable .npz"),
+    Case("a text file named .npz", text_as_npz, "x.npz is not a .npz archive (no zip header)"),
+    Case("a .npy named .npz", npy_as_npz, "x.npz is a single .npy array, not a .npz"),
     Case("an empty .npy", empty_npy, "x.npy cannot be read as an array"),
     Case("a 0-d .npy", scalar_npy, "holds one number"),
     Case("2-D ids", ids_2d, "ids have shape"),

@@ -253,6 +253,7 @@ def _load_torch(path: Path) -> Inputs:
 def _load_npz(path: Path) -> Inputs:
     import zipfile
 
+    _check_npz_header(path)
     try:
         z = np.load(path, allow_pickle=False)
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
@@ -272,6 +273,27 @@ def _load_npz(path: Path) -> Inputs:
                 f"{path} holds a pickled object array ({e}); save plain numeric and string arrays"
             ) from None
     return Inputs(x, ids, y, str(path))
+
+
+def _check_npz_header(path: Path) -> None:
+    """A .npz is a zip archive; name what the file is instead when it is not one (numpy would
+    otherwise try it as a pickle and speak of pickled data)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(6)
+    except OSError as e:
+        raise InputError(f"{path} cannot be read ({e.strerror})") from None
+    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        return
+    if head.startswith(b"\x93NUMPY"):
+        raise InputError(
+            f"{path} is a single .npy array, not a .npz archive; rename it to .npy, or save "
+            "np.savez(path, x=inputs, ids=..., y=...)"
+        )
+    raise InputError(
+        f"{path} is not a .npz archive (no zip header); save the inputs with "
+        "np.savez(path, x=inputs, ids=..., y=...)"
+    )
 
 
 def check_inputs(inp: Inputs, num_classes: int) -> None:
