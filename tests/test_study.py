@@ -12,6 +12,7 @@ from ncip.study.data import Split
 from ncip.study.report import (
     column_of,
     cost_table,
+    extended_significance_sentence,
     paired_paragraph,
     retrain_by_subject,
     side_by_side,
@@ -173,6 +174,40 @@ def test_paired_paragraph_names_wins_losses_and_ties_per_subject():
         "RAUC-ALL on clean data: a: better than 1 (DeepGini), worse than 1 (TDPR), "
         "no clear difference from 1 (DSA); b: better than all 3." in text
     )
+
+
+def test_the_summary_reads_the_extended_studys_table_5():
+    """The summary's Table 5 sentence reports the extended study's Holm p from
+    metrics/extended.md (the table under its "### Significance" heading, not another)."""
+    extended = "\n".join(
+        [
+            "### RAUC-ALL on clean data (paper Table 3)",
+            "",
+            "| Method | a (ours) | paper |",
+            "|---|---:|---:|",
+            "| RS | 0.5 | - |",
+            "",
+            "### Significance: NCIP vs each baseline on RAUC-ALL (paper Table 5)",
+            "",
+            "Text before the table.",
+            "",
+            "| Baseline | n | p (raw) | p (Holm) | effect size (RBC) |",
+            "|---|---:|---:|---:|---:|",
+            "| RS | 9 | 0.00195 | 0.0234 | 1.000 |",
+            "| LSA | 9 | 0.00391 | 0.0430 | 0.950 |",
+            "| DSA | 9 | 0.0100 | 0.0900 | 0.700 |",
+            "",
+            "### Paired intervals",
+            "| Method | a |",
+            "|---|---:|",
+            "| RS | +0.1 |",
+        ]
+    )
+    text = extended_significance_sentence(extended)
+    assert "pairs 9 independent subjects: 2 of 3 one-sided comparisons" in text
+    assert "(RS, LSA)" in text and "other 1 " in text
+    assert extended_significance_sentence(None) == ""
+    assert extended_significance_sentence("no table here") == ""
 
 
 def test_cost_table_charges_each_method_the_shared_inference_it_reads():

@@ -4,7 +4,9 @@ instability against the number of checkpoints (Fig. 3)."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -21,7 +23,7 @@ def weak_collapse_curve(
     sigma: np.ndarray,
     k: int,
     alpha: float,
-    steps,
+    steps: Sequence[int],
     seed: int = 0,
 ) -> pd.DataFrame:
     """NCIP when only the first E' checkpoints exist (paper Fig. 9), for each E' in ``steps``.
@@ -91,8 +93,8 @@ class RunAnalysis:
 
 
 def analyze_run(
-    predictions,
-    checkpoints,
+    predictions: str | Path,
+    checkpoints: str | Path,
     plan: dict,
     k: int,
     alpha: float,

@@ -17,7 +17,7 @@ from ncip.study.tables import fmt as _fmt
 from ncip.study.tables import render_table
 
 
-def column_of(subject: str, aliases: dict[str, str] | None = None):
+def column_of(subject: str, aliases: dict[str, str] | None = None) -> str | None:
     """The paper's column for a subject (a dataset and model the paper has), else None.
     ``aliases`` maps subjects trained elsewhere to the paper's subject they stand for."""
     try:
@@ -195,7 +195,9 @@ def arm_name(arm: str) -> str:
     return CONTROL_NAMES.get(arm, display(arm))
 
 
-def retrain_by_subject(gains: dict[str, dict], averaged_only: bool = False):
+def retrain_by_subject(
+    gains: dict[str, dict], averaged_only: bool = False
+) -> dict[str, dict[str, float]]:
     """Mean accuracy gain in percentage points: subject -> arm -> gain, over runs; with
     ``averaged_only``, only subjects whose evaluation split is fine enough to average."""
     acc: dict[str, dict[str, list[float]]] = {}
@@ -550,7 +552,9 @@ def retrain_paragraph(retrain: dict[str, dict]) -> str:
     )
 
 
-def spread_paragraph(mean: pd.DataFrame, sd, subjects: list[str], n_runs: int) -> str:
+def spread_paragraph(
+    mean: pd.DataFrame, sd: pd.DataFrame | None, subjects: list[str], n_runs: int
+) -> str:
     clean = mean[mean["split"] == "test"].set_index(["method", "subject"])["rauc_all"]
     spread = (
         sd[sd["split"] == "test"].set_index(["method", "subject"])["rauc_all"]
@@ -586,6 +590,46 @@ def significance_paragraph(sig: pd.DataFrame, independent: list[str]) -> str:
         f"Table 5 pairs {a['n']} independent subjects: the smallest attainable Holm-corrected "
         f"p is {a['min_p_holm']:.3g}, and {below} of {len(sig)} comparisons fall below 0.05 "
         f"(significance needs at least {a['pairs_needed']} independent subjects)."
+    )
+
+
+def first_table_after(text: str, heading: str) -> pd.DataFrame:
+    """The first markdown table after the first line that starts with ``heading`` (empty if
+    none): its header row's names as columns, its cells as text."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith(heading)), None)
+    if start is None:
+        return pd.DataFrame()
+    rows: list[list[str]] = []
+    for line in lines[start + 1 :]:
+        if line.startswith("|"):
+            rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+        elif rows or line.startswith("#"):
+            break
+    if len(rows) < 3:
+        return pd.DataFrame()
+    return pd.DataFrame(rows[2:], columns=rows[0])
+
+
+def extended_significance_sentence(extended: str | None) -> str:
+    """What the extended study's Table 5 (metrics/extended.md) says, in one sentence: how
+    many Holm-corrected p fall below 0.05 over its independent subjects, and for which
+    baselines; empty when it has not been run."""
+    if not extended:
+        return ""
+    table = first_table_after(extended, "### Significance")
+    if table.empty or "p (Holm)" not in table:
+        return ""
+    holm = pd.to_numeric(table["p (Holm)"], errors="coerce")
+    n = int(pd.to_numeric(table["n"], errors="coerce").max())
+    names = table.loc[holm < 0.05, "Baseline"].tolist()
+    rest = len(table) - len(names)
+    below = ", ".join(names) if names else "none"
+    return (
+        f" The extended CPU study (its own section below, `make extended`) pairs {n} "
+        f"independent subjects: {len(names)} of {len(table)} one-sided comparisons fall below "
+        f"0.05 after Holm's correction ({below}); for the other {rest} the data do not show "
+        "NCIP ahead across subjects."
     )
 
 
@@ -769,7 +813,10 @@ def summary_section(r: ReportInputs) -> list[str]:
         "",
         spread_paragraph(r.mean, r.sd, r.subjects, len(r.runs)),
         "",
-        significance_paragraph(r.sig, r.independent),
+        (
+            significance_paragraph(r.sig, r.independent)
+            + extended_significance_sentence(r.extended)
+        ).strip(),
         "",
     ]
     if not r.paired.empty:
