@@ -13,8 +13,10 @@ from ncip.study.report import (
     column_of,
     cost_table,
     extended_significance_sentence,
+    gaps_by_dataset,
     paired_paragraph,
     retrain_by_subject,
+    retrain_by_subject_sentence,
     side_by_side,
 )
 from ncip.study.retrain import (
@@ -208,6 +210,37 @@ def test_the_summary_reads_the_extended_studys_table_5():
     assert "(RS, LSA)" in text and "other 1 " in text
     assert extended_significance_sentence(None) == ""
     assert extended_significance_sentence("no table here") == ""
+
+
+def test_paper_gaps_are_averaged_per_dataset_not_pooled():
+    text = gaps_by_dataset([("fmnist", -0.003), ("fmnist", 0.001), ("mnist5k", -0.05)])
+    assert text == (
+        "by -0.001 on average on fmnist (2 subjects, largest gap -0.003); "
+        "by -0.050 on average on mnist5k (1 subject, largest gap -0.050)"
+    )
+
+
+def test_the_retraining_summary_shows_each_subject_against_the_control():
+    """A sign flip between subjects stays visible: counts above the nothing-added control and
+    intervals wholly above or below 0, per subject-run; the controls are not counted."""
+
+    def arm(vs_none, ci):
+        return {"gain": 0.0, "vs_none": vs_none, "vs_none_ci95": ci}
+
+    retrain = {
+        "a/run-0": {
+            "methods": {
+                "ncip": arm(0.01, 0.001),
+                "msp": arm(0.002, 0.005),
+                "control:none": arm(0.0, 0.0),
+                "control:random": arm(0.3, 0.0),
+            }
+        },
+        "b/run-0": {"methods": {"ncip": arm(-0.01, 0.001), "msp": arm(-0.002, 0.005)}},
+    }
+    text = retrain_by_subject_sentence(retrain)
+    assert "a/run-0: 2 of 2 methods above it (1 with the interval above 0, 0 below 0)" in text
+    assert "b/run-0: 0 of 2 methods above it (0 with the interval above 0, 1 below 0)" in text
 
 
 def test_cost_table_charges_each_method_the_shared_inference_it_reads():
