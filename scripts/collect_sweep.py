@@ -1,6 +1,8 @@
 """Collect the sweep-* experiments of `dvc exp show --json` into sensitivity tables and figures."""
 
+import io
 import json
+import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -29,13 +31,29 @@ def experiments(node, found=None):
         if isinstance(node.get("name"), str) and isinstance(data, dict) and "params" in data:
             params = data["params"].get("params.yaml", {}).get("data", {})
             metrics = {f: v.get("data", {}) for f, v in (data.get("metrics") or {}).items()}
-            found.append((node["name"], params, metrics))
+            found.append((node["name"], {**params, "_rev": node.get("rev")}, metrics))
         for v in node.values():
             experiments(v, found)
     elif isinstance(node, list):
         for v in node:
             experiments(v, found)
     return found
+
+
+def run_spread(rev: str | None) -> pd.DataFrame | None:
+    """NCIP's clean metrics per (subject, run) in an experiment's commit, from its
+    metrics/per_ordering.csv (git-tracked, so `git show` reads it); None where the commit or
+    the file is not there."""
+    if not rev:
+        return None
+    r = subprocess.run(
+        ["git", "show", f"{rev}:metrics/per_ordering.csv"], capture_output=True, text=True
+    )
+    if r.returncode != 0:
+        return None
+    df = pd.read_csv(io.StringIO(r.stdout))
+    part = df[(df["method"] == "ncip") & (df["split"] == "test")]
+    return part.groupby(["subject", "run"])[list(METRICS)].mean().reset_index()
 
 
 @app.command()
@@ -52,7 +70,9 @@ def main(
         if not name.startswith("sweep-"):
             continue
         clean = m.get("metrics/clean.json", {})
+        per_run = run_spread(p.get("_rev"))
         for s in subjects:
+            runs = None if per_run is None else per_run[per_run["subject"] == s]
             rows.append(
                 {
                     "experiment": name,
@@ -60,17 +80,32 @@ def main(
                     "alpha": p.get("alpha"),
                     "k": p.get("k"),
                     "subject": s,
-                    "rauc_all": clean.get("rauc_all", {}).get("ncip", {}).get(s),
-                    "fault_types_5pct": clean.get("fault_types_5pct", {}).get("ncip", {}).get(s),
+                    "runs": 0 if runs is None else len(runs),
+                    **{metric: clean.get(metric, {}).get("ncip", {}).get(s) for metric in METRICS},
+                    # the spread over training runs, where the experiment has several
+                    **{
+                        f"{metric}_sd": runs[metric].std()
+                        if runs is not None and len(runs) > 1
+                        else None
+                        for metric in METRICS
+                    },
                 }
             )
     df = pd.DataFrame(rows).drop_duplicates(["experiment", "subject"])
     if df.empty:
         raise StageError(f"no sweep-* experiments in {exps}; run scripts/sweep.sh")
+    n_runs = int(df["runs"].max())
     lines = [
         "NCIP's RAUC-ALL and fault types at a 5% budget on clean data, from the `sweep-*` "
-        "DVC experiments (`make sweep`). alpha varies with K at its default and vice versa; "
-        "where K is at least the pool size the whole pool is used.",
+        "DVC experiments (`make sweep`)"
+        + (
+            f", mean ± sd over {n_runs} training runs per subject (each experiment's "
+            "`metrics/per_ordering.csv`)"
+            if n_runs > 1
+            else ""
+        )
+        + ". alpha varies with K at its default and vice versa; where K is at least the pool "
+        "size the whole pool is used.",
         "",
     ]
     for x in AXES:
@@ -96,11 +131,25 @@ def main(
                 "| " + x + " | " + " | ".join(wide.columns[1:]) + " |",
                 "|---:|" + "---:|" * (len(wide.columns) - 1),
             ]
+            sd = part.pivot(index=x, columns="subject", values=f"{metric}_sd")
             for r in wide.itertuples(index=False):
-                cells = [f"{r[0]:g}"] + ["–" if pd.isna(v) else value.format(v) for v in r[1:]]
+                cells = [f"{r[0]:g}"] + [
+                    cell(v, sd.at[r[0], subject], value)
+                    for v, subject in zip(r[1:], wide.columns[1:], strict=True)
+                ]
                 lines.append("| " + " | ".join(cells) + " |")
             lines += ["", f"![{x} {metric}](../plots/sensitivity/{x}-{metric}.png)", ""]
     write_text(metrics_out, "\n".join(lines) + "\n")
+
+
+def cell(mean, sd, fmt: str) -> str:
+    """'0.901 ± 0.002' (the mean's format for both), the mean alone without a spread."""
+    if pd.isna(mean):
+        return "–"
+    text = fmt.format(mean)
+    if sd is not None and not pd.isna(sd):
+        text += " ± " + (fmt if fmt != "{:.0f}" else "{:.1f}").format(sd)
+    return text
 
 
 if __name__ == "__main__":

@@ -347,6 +347,41 @@ def test_sweep_collection_reads_dvcs_experiment_listing(tmp_path):
     assert "| 0.1 | 0.800 |" in md and "| 0.9 | 3 |" in md and "RAUC-ALL against alpha" in md
 
 
+def test_sweep_tables_give_the_spread_over_runs_from_each_experiments_commit(tmp_path, monkeypatch):
+    """With several training runs, each cell is the mean ± sd over runs, the sd computed from
+    the experiment's own metrics/per_ordering.csv (read from its git commit)."""
+    import importlib.util
+    import subprocess
+
+    from helpers import ROOT
+
+    spec = importlib.util.spec_from_file_location("collect", ROOT / "scripts" / "collect_sweep.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    repo = tmp_path / "repo"
+    (repo / "metrics").mkdir(parents=True)
+    rows = [
+        {"subject": "s-x", "run": r, "split": sp, "method": m, "rauc_all": v, "fault_types_5pct": f}
+        for r, v, f in ((0, 0.80, 3), (1, 0.84, 5))
+        for sp, m in (("test", "ncip"), ("adv", "ncip"), ("test", "msp"))
+    ]
+    pd.DataFrame(rows).to_csv(repo / "metrics" / "per_ordering.csv", index=False)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run(git + ["add", "-A"], cwd=repo, check=True)
+    subprocess.run(git + ["commit", "-qm", "exp"], cwd=repo, check=True)
+    rev = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    monkeypatch.chdir(repo)
+    spread = mod.run_spread(rev)
+    assert spread["rauc_all"].tolist() == [0.80, 0.84]
+    assert mod.run_spread("0" * 40) is None
+    assert mod.cell(0.82, spread["rauc_all"].std(), "{:.3f}") == "0.820 ± 0.028"
+    assert mod.cell(4.0, 1.41421, "{:.0f}") == "4 ± 1.4"
+    assert mod.cell(0.82, None, "{:.3f}") == "0.820"
+
+
 def test_split_sizes():
     s = Split(np.zeros((10, 1, 2, 2), np.uint8), np.arange(10) % 2, np.arange(10).astype(str))
     pool, ev = split_pool(s, RetrainConfig(pool_fraction=0.4))
