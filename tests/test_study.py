@@ -18,6 +18,7 @@ from ncip.study.report import (
     retrain_by_subject,
     retrain_by_subject_sentence,
     side_by_side,
+    tie_markdown,
 )
 from ncip.study.retrain import (
     RetrainConfig,
@@ -241,6 +242,37 @@ def test_the_retraining_summary_shows_each_subject_against_the_control():
     text = retrain_by_subject_sentence(retrain)
     assert "a/run-0: 2 of 2 methods above it (1 with the interval above 0, 0 below 0)" in text
     assert "b/run-0: 0 of 2 methods above it (0 with the interval above 0, 1 below 0)" in text
+
+
+def test_the_tie_table_measures_the_adversarial_sets_too():
+    mean = pd.DataFrame(
+        [
+            {
+                "subject": "a",
+                "split": "test",
+                "method": "tdpr",
+                "tied_share": 0.5,
+                "largest_tie": 0.2,
+            },
+            {
+                "subject": "a",
+                "split": "adv",
+                "method": "tdpr",
+                "tied_share": 0.99,
+                "largest_tie": 0.3,
+            },
+            {
+                "subject": "a",
+                "split": "adv",
+                "method": "msp",
+                "tied_share": 0.0,
+                "largest_tie": 0.0,
+            },
+        ]
+    )
+    assert "| TDPR | 50.0% (20.0%) |" in tie_markdown(mean, ["a"], ["tdpr", "msp"])
+    adv = tie_markdown(mean, ["a"], ["tdpr", "msp"], split="adv")
+    assert "| TDPR | 99.0% (30.0%) |" in adv and "MSP" not in adv
 
 
 def test_cost_table_charges_each_method_the_shared_inference_it_reads():

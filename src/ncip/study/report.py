@@ -272,10 +272,12 @@ def retrain_markdown(gains: dict[str, dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def tie_markdown(mean: pd.DataFrame, subjects: list[str], methods: list[str]) -> str:
-    """Share of tied scores (clean test set, mean over runs) per method and subject, and the
-    largest tied block, for the methods that have any."""
-    part = mean[mean["split"] == "test"].set_index(["method", "subject"])
+def tie_markdown(
+    mean: pd.DataFrame, subjects: list[str], methods: list[str], split: str = "test"
+) -> str:
+    """Share of tied scores (one split: the clean test set or the adversarial set; mean over
+    runs) per method and subject, and the largest tied block, for the methods that have any."""
+    part = mean[mean["split"] == split].set_index(["method", "subject"])
     lines = [
         "| Method | " + " | ".join(subjects) + " |",
         "|---|" + "---:|" * len(subjects),
@@ -970,6 +972,7 @@ def table7_8_section(r: ReportInputs) -> list[str]:
 
 
 def ties_section(r: ReportInputs) -> list[str]:
+    methods = r.methods + [m for m in ablation() if m != "ncip"]
     return [
         "## Tied scores",
         "",
@@ -979,8 +982,17 @@ def ties_section(r: ReportInputs) -> list[str]:
         "method, so inside a tied block the order is random and the detection curve rises at "
         "the block's base rate.",
         "",
-        tie_markdown(r.mean, r.subjects, r.methods + [m for m in ablation() if m != "ncip"]),
-    ]
+        tie_markdown(r.mean, r.subjects, methods),
+    ] + (
+        [
+            "On the adversarial sets (the same measure over each subject's combined FGSM, PGD, "
+            "BIM and CW inputs):",
+            "",
+            tie_markdown(r.mean, r.subjects, methods, split="adv"),
+        ]
+        if (r.mean["split"] == "adv").any()
+        else []
+    )
 
 
 def calibration_section(r: ReportInputs) -> list[str]:
