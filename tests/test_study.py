@@ -275,6 +275,23 @@ def test_the_tie_table_measures_the_adversarial_sets_too():
     assert "| TDPR | 99.0% (30.0%) |" in adv and "MSP" not in adv
 
 
+def test_degenerate_retraining_intervals_say_so():
+    from ncip.study.report import retrain_markdown
+
+    gains = {
+        "a/run-0": {
+            "methods": {
+                "ncip": {"gain": 0.01, "gain_ci95": 0.0, "vs_none": 0.0},
+                "msp": {"gain": 0.02, "gain_ci95": 0.004, "vs_none": 0.01},
+                "control:none": {"gain": 0.01, "gain_ci95": None, "vs_none": 0.0},
+            }
+        }
+    }
+    text = retrain_markdown(gains)
+    assert "+1.00 (every seed equal)" in text and "± 0.00" not in text
+    assert "+2.00 ± 0.40 (+1.00)" in text and "+1.00 (one seed)" in text
+
+
 def test_cost_table_charges_each_method_the_shared_inference_it_reads():
     k = "fmnist-lenet5/run-0"
     cost = {

@@ -252,8 +252,7 @@ def retrain_markdown(gains: dict[str, dict]) -> str:
     def cell(r: dict | None, arm: str) -> str:
         if r is None or r.get("gain") is None:
             return "–"
-        ci = r.get("gain_ci95")
-        pm = f" ± {100 * ci:.2f}" if ci is not None and np.isfinite(ci) else ""
+        pm = _half_width(r.get("gain_ci95"))
         vs = r.get("vs_none")
         show = arm != "control:none" and vs is not None and np.isfinite(vs)
         return f"{100 * r['gain']:+.2f}{pm}" + (f" ({100 * vs:+.2f})" if show else "")
@@ -470,12 +469,20 @@ def _recipe(g: dict, recipe: str) -> dict:
     return (g.get("recipes") or {}).get(recipe, g if recipe == "union" else {})
 
 
+def _half_width(ci: float | None) -> str:
+    """A gain's 95% half-width in points; a degenerate interval says what it is (one seed, or
+    every seed giving the same accuracy) instead of printing ± 0.00."""
+    if ci is None or not np.isfinite(ci):
+        return " (one seed)"
+    if ci == 0:
+        return " (every seed equal)"
+    return f" ± {100 * ci:.2f}"
+
+
 def _pts(r: dict | None, key: str) -> str:
     if not r or r.get(key) is None or not np.isfinite(r[key]):
         return "–"
-    ci = r.get(f"{key}_ci95")
-    pm = f" ± {100 * ci:.2f}" if ci is not None and np.isfinite(ci) else " (one seed)"
-    return f"{100 * r[key]:+.2f}{pm}"
+    return f"{100 * r[key]:+.2f}{_half_width(r.get(f'{key}_ci95'))}"
 
 
 def recipes_markdown(retrain: dict[str, dict]) -> str:
