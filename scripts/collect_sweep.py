@@ -16,10 +16,10 @@ from ncip.study.stage import StageError, stage_main
 app = typer.Typer(add_completion=False)
 # swept parameter (also the experiments' name part) -> axis label
 AXES = {"alpha": "alpha (candidate-pool ratio)", "k": "K (checkpoints selected)"}
-# metric -> (label, the paper's figure, cell format)
+# metric -> (label, the paper's figure, the mean's format, the spread's format)
 METRICS = {
-    "rauc_all": ("RAUC-ALL", "Fig. 8", "{:.3f}"),
-    "fault_types_5pct": ("fault types at a 5% budget", "Fig. 7", "{:.0f}"),
+    "rauc_all": ("RAUC-ALL", "Fig. 8", "{:.3f}", "{:.3f}"),
+    "fault_types_5pct": ("fault types at a 5% budget", "Fig. 7", "{:.0f}", "{:.1f}"),
 }
 
 
@@ -112,7 +112,7 @@ def main(
         part = df[df["sweep"] == x].sort_values(x)
         if part.empty:
             continue
-        for metric, (label, fig, value) in METRICS.items():
+        for metric, (label, fig, value, spread) in METRICS.items():
             wide = part.pivot(index=x, columns="subject", values=metric).reset_index()
             write_csv(plots_dir / f"{x}-{metric}.csv", wide)
             line_figure(
@@ -134,7 +134,7 @@ def main(
             sd = part.pivot(index=x, columns="subject", values=f"{metric}_sd")
             for r in wide.itertuples(index=False):
                 cells = [f"{r[0]:g}"] + [
-                    cell(v, sd.at[r[0], subject], value)
+                    cell(v, sd.at[r[0], subject], value, spread)
                     for v, subject in zip(r[1:], wide.columns[1:], strict=True)
                 ]
                 lines.append("| " + " | ".join(cells) + " |")
@@ -142,13 +142,13 @@ def main(
     write_text(metrics_out, "\n".join(lines) + "\n")
 
 
-def cell(mean, sd, fmt: str) -> str:
-    """'0.901 ± 0.002' (the mean's format for both), the mean alone without a spread."""
+def cell(mean, sd, fmt: str, sd_fmt: str) -> str:
+    """'0.901 ± 0.002'; the mean alone without a spread, '–' without a mean."""
     if pd.isna(mean):
         return "–"
     text = fmt.format(mean)
     if sd is not None and not pd.isna(sd):
-        text += " ± " + (fmt if fmt != "{:.0f}" else "{:.1f}").format(sd)
+        text += " ± " + sd_fmt.format(sd)
     return text
 
 

@@ -426,9 +426,9 @@ def test_sweep_tables_give_the_spread_over_runs_from_each_experiments_commit(tmp
     spread = mod.run_spread(rev)
     assert spread["rauc_all"].tolist() == [0.80, 0.84]
     assert mod.run_spread("0" * 40) is None
-    assert mod.cell(0.82, spread["rauc_all"].std(), "{:.3f}") == "0.820 ± 0.028"
-    assert mod.cell(4.0, 1.41421, "{:.0f}") == "4 ± 1.4"
-    assert mod.cell(0.82, None, "{:.3f}") == "0.820"
+    assert mod.cell(0.82, spread["rauc_all"].std(), "{:.3f}", "{:.3f}") == "0.820 ± 0.028"
+    assert mod.cell(4.0, 1.41421, "{:.0f}", "{:.1f}") == "4 ± 1.4"
+    assert mod.cell(0.82, None, "{:.3f}", "{:.3f}") == "0.820"
 
 
 def test_split_sizes():

@@ -582,8 +582,8 @@ def retrain_by_subject_sentence(retrain: dict[str, dict]) -> str:
         arms = {m: r for m, r in g["methods"].items() if m not in CONTROL_NAMES}
         if not arms:
             continue
-        above = sum(1 for r in arms.values() if r.get("vs_none", 0) > 0)
         ci = [(r.get("vs_none", 0), r.get("vs_none_ci95") or 0.0) for r in arms.values()]
+        above = sum(1 for d, _ in ci if d > 0)
         up = sum(1 for d, h in ci if d - h > 0)
         down = sum(1 for d, h in ci if d + h < 0)
         parts.append(
