@@ -131,44 +131,60 @@ def device_name() -> str:
     return f"CPU only: {platform.processor() or platform.machine()}, {os.cpu_count()} cores"
 
 
-def run_study(work: Path, env: dict) -> list[tuple[str, float]]:
-    """`dvc repro`, streaming its output; returns (stage, seconds) in the order they ran."""
+def run_study(
+    work: Path, env: dict, log: Path | None = None
+) -> tuple[list[tuple[str, float]], int]:
+    """`dvc repro --keep-going` (a failed stage does not hide the others), streaming its output
+    to ``log``; prints each stage's time as it finishes (what a timed-out run still shows).
+    Returns (stage, seconds) in the order they ran, and dvc's exit status."""
     dvc = [sys.executable, "-m", "dvc"]
-    for cmd in (["git", "init", "-q"], dvc + ["init", "-q"]):
-        subprocess.run(cmd, cwd=work, env=env, check=True)
+    if shutil.which("git", path=env["PATH"]):
+        subprocess.run(["git", "init", "-q"], cwd=work, env=env, check=True)
+        subprocess.run(dvc + ["init", "-q"], cwd=work, env=env, check=True)
+    else:  # a bare device image may have no git: DVC runs without one
+        subprocess.run(dvc + ["init", "-q", "--no-scm"], cwd=work, env=env, check=True)
     shutil.copytree(ROOT / ".dvc" / "plots", work / ".dvc" / "plots", dirs_exist_ok=True)
     proc = subprocess.Popen(
-        dvc + ["repro"],
+        dvc + ["repro", "--keep-going"],
         cwd=work,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
-    times, current, started = [], None, time.perf_counter()
+    times: list[tuple[str, float]] = []
+    current, started = None, time.perf_counter()
+    sink = open(log, "w") if log else None  # noqa: SIM115  (closed below)
+
+    def finish(now: float) -> None:
+        if current:
+            times.append((current, now - started))
+            print(f"  {current}: {now - started:.1f} s", file=sys.stderr, flush=True)
+
     assert proc.stdout is not None
     for line in proc.stdout:
+        if sink:
+            sink.write(line)
+            sink.flush()
         m = re.match(r"Running stage '([^']+)'", line)
         if m:
             now = time.perf_counter()
-            if current:
-                times.append((current, now - started))
+            finish(now)
             current, started = m.group(1), now
-        elif line.startswith(("ERROR", "error:")):
-            print(line.rstrip(), file=sys.stderr)
-    if proc.wait() != 0:
-        raise SystemExit(
-            f"dvc repro failed (exit {proc.returncode}); rerun with --keep to keep {work}"
-        )
-    if current:
-        times.append((current, time.perf_counter() - started))
-    return times
+        elif line.startswith(("ERROR", "error:", "Traceback")) or "Error:" in line:
+            print(line.rstrip(), file=sys.stderr, flush=True)
+    rc = proc.wait()
+    finish(time.perf_counter())
+    if sink:
+        sink.close()
+    return times, rc
 
 
 def main(
     dry: bool = typer.Option(False, "--dry", help="CPU-sized run (minutes), as the tests do"),
     keep: bool = typer.Option(False, help="keep the temporary study folder"),
     out: Path | None = typer.Option(None, help="also write the table to this file"),
+    log: Path | None = typer.Option(None, help="write dvc's whole output to this file"),
 ) -> None:
     size = SIZES["dry" if dry else "gpu"]
     work = Path(tempfile.mkdtemp(prefix="ncip-gpu-check-"))
@@ -184,7 +200,13 @@ def main(
     t0 = time.perf_counter()
     try:
         prepare(work, size)
-        times = run_study(work, env)
+        times, rc = run_study(work, env, log)
+        if rc != 0:
+            raise SystemExit(
+                f"dvc repro failed (exit {rc}) after: "
+                + ", ".join(f"{n} {t:.0f} s" for n, t in times)
+                + f"; see --log for its output, or rerun with --keep to keep {work}"
+            )
         report = (work / "metrics" / "report.md").read_text()
         if "Table 3" not in report:
             raise SystemExit("the report lacks Table 3")
