@@ -31,14 +31,41 @@ def _engine_probs(model, states, x, config):
     return engine.path, np.stack(out)
 
 
-@pytest.mark.parametrize("path", ["sequential", "channels_last", "stacked"])
+@pytest.fixture
+def no_tf32():
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+@pytest.mark.parametrize("path", ["channels_last", "stacked"])
 @pytest.mark.parametrize("name", list_models())
-def test_every_cuda_path_matches_a_float64_cpu_computation(name, path):
+def test_every_cuda_path_is_as_exact_as_the_sequential_one(name, path, no_tf32):
+    """As on the CPU (test_engine.py), in true float32 (TF32 off): within 10x the sequential
+    CUDA path's own distance to a float64 computation (+1e-6). With TF32 on (PyTorch's default
+    for cuDNN convolutions) the paths differ by TF32 rounding, which depends on the kernel
+    each layout picks; test_tf32_rounding_stays_small bounds that."""
     model, states, x = checkpoints_of(name)
     exact = float64_reference(model, states, x)
+    _, seq = _engine_probs(model, states, x, EngineConfig(path="sequential", batch_size=4))
     used, got = _engine_probs(model, states, x, EngineConfig(path=path, batch_size=4))
-    assert got.shape == exact.shape
-    assert np.max(np.abs(got - exact)) < 2e-3, (used, np.max(np.abs(got - exact)))
+    seq_err, err = np.max(np.abs(seq - exact)), np.max(np.abs(got - exact))
+    assert err <= 10 * seq_err + 1e-6, (used, err, seq_err)
+
+
+@pytest.mark.parametrize("path", ["sequential", "channels_last", "stacked"])
+@pytest.mark.parametrize("name", ["lenet1", "resnet50", "vgg11"])
+def test_fp32_is_float32_at_pytorchs_defaults(name, path):
+    """With PyTorch's defaults (TF32 allowed in cuDNN convolutions), precision fp32 still
+    computes in float32: the engine turns TF32 off while it runs (on an H200, TF32 put
+    ResNet-50 0.05 from float64) and puts the global flags back afterwards."""
+    assert torch.backends.cudnn.allow_tf32  # PyTorch's default
+    model, states, x = checkpoints_of(name)
+    exact = float64_reference(model, states, x)
+    _, got = _engine_probs(model, states, x, EngineConfig(path=path, batch_size=4))
+    assert np.max(np.abs(got - exact)) < 1e-4
+    assert torch.backends.cudnn.allow_tf32
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
