@@ -92,6 +92,19 @@ def test_nns_smooths_towards_the_neighbours():
     assert s[0] > 0.0 == pytest.approx(1 - 1.0)  # plain DeepGini would give 0
 
 
+def test_nns_keeps_saturated_outputs_apart():
+    """Near-one-hot smoothed rows: 1 - sum p~^2 rounds to exactly 0 for all of them (the
+    old formula tied them in one block); the others' total does not."""
+    z = np.zeros((6, 3))
+    z[:, 0] = [40, 41, 42, 43, 44, 45]  # every row saturated, each less so than the next
+    p = softmax64(z)
+    assert np.all(1.0 - (p**2).sum(axis=1) == 0.0)  # the naive formula ties all six
+    s = nns(p, k=2, lam=0.5)
+    assert len(set(s.tolist())) == 6 and np.all(s > 0)
+    plain = nns(p, k=2, lam=1.0)  # no smoothing: DeepGini, least confident first
+    assert list(np.argsort(-plain)) == [0, 1, 2, 3, 4, 5]
+
+
 # --- SETS -----------------------------------------------------------------------------------------
 
 

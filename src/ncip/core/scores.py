@@ -99,18 +99,27 @@ def entropy(logits: np.ndarray) -> np.ndarray:
     return -(np.exp(logp) * logp).sum(axis=1)
 
 
-def deepgini(logits: np.ndarray) -> np.ndarray:
-    """DeepGini ``1 - sum_c p_c^2`` (Feng et al. 2020), as ``sum_c p_c (1 - p_c)``.
-
-    For the top class ``1 - p_top`` is taken as the sum of the other probabilities, which is
-    exact where ``1 - p_top`` would round to 0.
-    """
-    logp = log_softmax64(logits)
-    top, rest = _rest_mass(logp)
-    p = np.exp(logp)
+def gini_impurity(probs: np.ndarray, rest: np.ndarray | None = None) -> np.ndarray:
+    """Gini impurity ``1 - sum_c p_c^2`` of probability rows ``[N, C]``, as
+    ``sum_c p_c (1 - p_c)``, the top class's ``1 - p_top`` taken as the others' total
+    (``rest``, or summed here): exact where ``1 - p_top`` would round to 0, so near-one-hot rows
+    whose other classes differ keep distinct values instead of tying at 0."""
+    p = np.asarray(probs, dtype=np.float64)
+    rows, top = np.arange(len(p)), p.argmax(axis=1)
+    if rest is None:
+        others = p.copy()
+        others[rows, top] = 0.0
+        rest = others.sum(axis=1)
     one_minus = 1.0 - p
-    one_minus[np.arange(len(p)), top] = rest
+    one_minus[rows, top] = rest
     return (p * one_minus).sum(axis=1)
+
+
+def deepgini(logits: np.ndarray) -> np.ndarray:
+    """DeepGini ``1 - sum_c p_c^2`` (Feng et al. 2020): :func:`gini_impurity` of the softmax,
+    the other classes' total from log-probabilities (precise even where each is tiny)."""
+    logp = log_softmax64(logits)
+    return gini_impurity(np.exp(logp), _rest_mass(logp)[1])
 
 
 def msp(logits: np.ndarray) -> np.ndarray:

@@ -2,7 +2,8 @@
 
 Each candidate's softmax vector is mixed with those of its K = 10 nearest candidates (cosine
 distance in softmax space, self excluded, inverse-distance weights): ``p~ = lambda p + (1 -
-lambda) sum_j w_j p_j`` with lambda = 0.5, then scored ``1 - sum_c p~_c^2``. lambda = 1 gives
+lambda) sum_j w_j p_j`` with lambda = 0.5, then scored ``1 - sum_c p~_c^2`` (computed as
+:func:`ncip.core.scores.gini_impurity`, so saturated rows do not tie at 0). lambda = 1 gives
 plain DeepGini. No official code exists; these constants follow the public reimplementation.
 """
 
@@ -12,7 +13,7 @@ import numpy as np
 import torch
 
 from ncip.core.errors import InputError
-from ncip.core.scores import softmax64
+from ncip.core.scores import gini_impurity, softmax64
 from ncip.study.scores.registry import ScoringContext, register_method
 
 
@@ -47,7 +48,7 @@ def nns(probs: np.ndarray, k: int, lam: float) -> np.ndarray:
         w = 1.0 / (dist + 1e-8)
         w /= w.sum(axis=1, keepdims=True)
         smoothed = lam * p + (1.0 - lam) * np.einsum("nk,nkc->nc", w, p[idx])
-    return 1.0 - (smoothed**2).sum(axis=1)
+    return gini_impurity(smoothed)
 
 
 @register_method("nns", display="NNS", paper="NNS", options={"k": 10, "lambda": 0.5})
