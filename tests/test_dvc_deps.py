@@ -37,6 +37,9 @@ def _imports(path: Path) -> set[str]:
     for node in list(tree.body):
         if isinstance(node, ast.FunctionDef) and node.name in skip:
             tree.body.remove(node)
+        # `if TYPE_CHECKING:` imports (annotations only) never run
+        elif isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            tree.body.remove(node)
     out: set[str] = set()
     pkg = ".".join(path.relative_to(SRC).with_suffix("").parts[:-1]) if SRC in path.parents else ""
     for node in ast.walk(tree):

@@ -195,7 +195,9 @@ def load_weights(model: Classifier, path: Path | str) -> Classifier:
     return model
 
 
-def check_data_matches(info, meta: dict[str, Any], data_dir, checkpoint: Path) -> None:
+def check_data_matches(
+    info: Any, meta: dict[str, Any], data_dir: Path | str, checkpoint: Path
+) -> None:
     """The prepared data is what the checkpoints were trained on (shape and classes)."""
     if meta.get("input_shape") and list(meta["input_shape"]) != list(info.input_shape):
         raise CheckpointError(

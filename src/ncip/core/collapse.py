@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ncip.core.errors import InputError
 
@@ -44,7 +46,7 @@ def candidate_pool(m: int, alpha: float) -> np.ndarray:
     return np.arange(m - size, m)
 
 
-def select_checkpoints(nc_scores, k: int) -> np.ndarray:
+def select_checkpoints(nc_scores: ArrayLike, k: int) -> np.ndarray:
     """NCIP Algorithm 1: farthest-point selection of checkpoints by their NC score.
 
     ``nc_scores`` are the candidates' scores in epoch order; the last candidate is the final
@@ -78,7 +80,7 @@ def select_checkpoints(nc_scores, k: int) -> np.ndarray:
     return np.flatnonzero(selected)
 
 
-def plan_selection(epochs, nc_scores, k: int, alpha: float) -> dict:
+def plan_selection(epochs: Sequence[int], nc_scores: ArrayLike, k: int, alpha: float) -> dict:
     """Everything the scoring stages need from checkpoint selection, as a JSON-able record.
 
     ``epochs`` and ``nc_scores`` describe all m checkpoints in epoch order. Returns the

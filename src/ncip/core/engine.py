@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -102,7 +102,7 @@ def _true_fp32():
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
-def autocast(device: torch.device, precision: str):
+def autocast(device: torch.device, precision: str) -> AbstractContextManager:
     """The autocast context of a precision, for training and inference alike. fp32 means
     float32 arithmetic: on CUDA, TF32 is off inside; bf16/fp16 are the fast options."""
     if precision == "fp32":
@@ -159,7 +159,11 @@ class Engine:
         return self._compiled
 
     def run(
-        self, load: Callable[[int], None], checkpoints: int, x, features: bool = False
+        self,
+        load: Callable[[int], None],
+        checkpoints: int,
+        x: np.ndarray,
+        features: bool = False,
     ) -> Iterator[tuple[int, int, np.ndarray, np.ndarray | None]]:
         """Yield ``(checkpoint index, start row, logits [b, C] float32, features or None)``
         batch by batch, checkpoints in order. ``features`` (penultimate representation, the
@@ -221,7 +225,13 @@ class Engine:
                 for start, z in chunk_out:
                     yield c0 + j, start, z[j], None
 
-    def outputs(self, load, checkpoints: int, x, features: bool = False):
+    def outputs(
+        self,
+        load: Callable[[int], None],
+        checkpoints: int,
+        x: np.ndarray,
+        features: bool = False,
+    ) -> Iterator[tuple[int, np.ndarray, np.ndarray | None]]:
         """Whole arrays per checkpoint: yields ``(index, logits [N, C], features or None)``."""
         logits: list[np.ndarray] = []
         feats: list[np.ndarray] = []
@@ -247,12 +257,12 @@ def _logits(out) -> torch.Tensor:
 
 def single(
     model: nn.Module,
-    x,
+    x: np.ndarray | torch.Tensor,
     *,
-    device=None,
+    device: torch.device | str | None = None,
     config: EngineConfig | None = None,
     features: bool = False,
-    preprocess=None,
+    preprocess: Callable[[np.ndarray], torch.Tensor] | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """One model's logits (and features) on ``x`` through the engine."""
     dev = device or next(model.parameters()).device

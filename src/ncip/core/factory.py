@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch.nn as nn
 
@@ -31,7 +32,7 @@ class Factory:
     description: str
 
 
-def import_named(spec: str):
+def import_named(spec: str) -> Any:
     mod, _, attr = spec.rpartition(":")
     if not mod or not attr:
         raise ModelSourceError(

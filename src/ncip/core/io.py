@@ -10,7 +10,10 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @contextmanager
@@ -152,13 +155,13 @@ def _jsonable(o: Any) -> Any:
     raise TypeError(f"cannot write {type(o).__name__} as JSON")
 
 
-def write_csv(path: Path | str, df) -> None:
+def write_csv(path: Path | str, df: pd.DataFrame) -> None:
     """A DataFrame as CSV (no index), atomically."""
     with atomic_path(path) as tmp:
         df.to_csv(tmp, index=False)
 
 
-def write_parquet(path: Path | str, df) -> None:
+def write_parquet(path: Path | str, df: pd.DataFrame) -> None:
     with atomic_path(path) as tmp:
         df.to_parquet(tmp, index=False)
 
@@ -168,7 +171,7 @@ def write_text(path: Path | str, text: str) -> None:
         tmp.write_text(text)
 
 
-def read_parquet(path: Path | str, **kwargs):
+def read_parquet(path: Path | str, **kwargs: Any) -> pd.DataFrame:
     """A Parquet table, opened by Python (so that the files a stage reads are visible to
     Python's audit hooks, which the dependency check uses); kwargs go to pandas."""
     import pandas as pd
@@ -177,7 +180,7 @@ def read_parquet(path: Path | str, **kwargs):
         return pd.read_parquet(f, **kwargs)
 
 
-def safetensors_open(path: Path | str):
+def safetensors_open(path: Path | str) -> Any:
     """``safetensors.safe_open`` (PyTorch tensors), announced as a read to Python's audit
     hooks first: the Rust reader opens the file where Python's `open` event cannot see it."""
     import sys
@@ -202,7 +205,7 @@ def mirror_files(src: Path | str, dst: Path | str, suffix: str) -> list[str]:
     return names
 
 
-def save_figure(fig, path: Path | str) -> None:
+def save_figure(fig: Any, path: Path | str) -> None:
     """Write a matplotlib figure as PNG atomically, then close it."""
     import matplotlib.pyplot as plt
 

@@ -6,7 +6,10 @@ misclassified by the model under test.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ncip.core.errors import InputError
 
@@ -32,7 +35,7 @@ def _faults(is_fault) -> np.ndarray:
     return a.astype(bool)
 
 
-def rauc(is_fault_in_rank_order, n: int | None = None) -> float:
+def rauc(is_fault_in_rank_order: ArrayLike, n: int | None = None) -> float:
     """RAUC-n with the global ideal curve (NCIP Eq. 11; docs/baselines.md §3.1 (G)).
 
     ``sum_{i<=n} A(i) / sum_{i<=n} min(i, F)``, where A(i) counts faults among the first i
@@ -54,7 +57,7 @@ def rauc(is_fault_in_rank_order, n: int | None = None) -> float:
     return area / ideal
 
 
-def rauc_prefix(is_fault_in_rank_order, n: int | None = None) -> float:
+def rauc_prefix(is_fault_in_rank_order: ArrayLike, n: int | None = None) -> float:
     """RAUC-n with the prefix ideal of CertPri's and TDPR's code (docs/baselines.md §3.1 (P)).
 
     The ideal only rearranges the m faults the method found in its own top n; 0 if m = 0.
@@ -73,7 +76,7 @@ def rauc_prefix(is_fault_in_rank_order, n: int | None = None) -> float:
     return area / ideal
 
 
-def apfd(is_fault_in_rank_order) -> float:
+def apfd(is_fault_in_rank_order: ArrayLike) -> float:
     """Average percentage of faults detected: ``1 - sum(o_k)/(N F) + 1/(2N)`` (baselines §3.2).
 
     ``o_k`` is the 1-based rank of the k-th fault. NaN when there are no faults.
@@ -86,7 +89,7 @@ def apfd(is_fault_in_rank_order) -> float:
     return 1.0 - ranks.sum() / (N * F) + 1.0 / (2 * N)
 
 
-def fault_types(y_true, y_pred, order, budget: int) -> int:
+def fault_types(y_true: ArrayLike, y_pred: ArrayLike, order: ArrayLike, budget: int) -> int:
     """Number of distinct (true -> predicted) pairs among the misclassified top-``budget`` inputs.
 
     NCIP Eq. 12: the pairs are ordered, (cat -> dog) differs from (dog -> cat); only
@@ -117,8 +120,8 @@ def evaluate_order(
     order: np.ndarray,
     y_true: np.ndarray,
     y_pred: np.ndarray,
-    budgets=(100, 200, 500, 1000),
-    fault_fractions=tuple(range(1, 11)),
+    budgets: Sequence[int] = (100, 200, 500, 1000),
+    fault_fractions: Sequence[int] = tuple(range(1, 11)),
 ) -> dict[str, float]:
     """All metrics of one ordering: RAUC-n for each budget and ALL, APFD, the prefix-ideal
     RAUC-n, and fault-type counts at each percentage of N."""

@@ -119,7 +119,7 @@ class Classifier(nn.Module):
         return self.head(self.features(x))
 
 
-def as_model_input(x):
+def as_model_input(x: np.ndarray | torch.Tensor) -> torch.Tensor:
     """Turn stored inputs (array or tensor) into a model batch: images as float32 in [0, 1],
     text as int64 ids."""
     t = x if isinstance(x, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(x))
@@ -325,7 +325,9 @@ def vgg11(num_classes: int, in_channels: int) -> Classifier:
 
 
 @register_model()
-def mlp(num_classes: int, in_channels: int, input_shape: tuple[int, ...] | None = None):
+def mlp(
+    num_classes: int, in_channels: int, input_shape: tuple[int, ...] | None = None
+) -> nn.Module:
     """Two hidden layers (256, 128 units, ReLU) on the flattened input (28 x 28 if the shape is
     not given)."""
     shape = input_shape or (in_channels, 28, 28)

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -89,7 +90,7 @@ def check_attack_names(names: list[str]) -> list[str]:
     return names
 
 
-def make_attack(name: str, model: torch.nn.Module, cfg: AttackConfig):
+def make_attack(name: str, model: torch.nn.Module, cfg: AttackConfig) -> Any:
     import torchattacks
 
     if name == "fgsm":
@@ -171,7 +172,9 @@ def subsample(sources: dict[str, Split], name: str, size: int, seed: int) -> dic
     return {**sources, name: split.subset(keep)}
 
 
-def attack_record(model, src: Split, adv: Split, clean_pred: np.ndarray, seconds: float) -> dict:
+def attack_record(
+    model: torch.nn.Module, src: Split, adv: Split, clean_pred: np.ndarray, seconds: float
+) -> dict:
     """Accuracy before and after, success rate, perturbation size and seconds of one attack."""
     from ncip.study.predict import batched_outputs
 
@@ -190,7 +193,7 @@ def attack_record(model, src: Split, adv: Split, clean_pred: np.ndarray, seconds
 
 
 def generate_sets(
-    model,
+    model: torch.nn.Module,
     sources: dict[str, Split],
     names: list[str],
     cfg: AttackConfig,

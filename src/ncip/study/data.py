@@ -300,7 +300,9 @@ def load_info(data_dir: Path | str) -> DatasetInfo:
         ) from None
 
 
-def adversarial_sets(directory, source: str = "test", info=None) -> dict[str, Split]:
+def adversarial_sets(
+    directory: Path | str, source: str = "test", info: DatasetInfo | None = None
+) -> dict[str, Split]:
     """The combined adversarial version of ``source`` in a generate-adversarial output, keyed
     "adv"; empty when there is none (no directory given, or a text dataset). With ``info``
     the set is checked against the dataset (shape, [0, 1] range, labels)."""
@@ -311,7 +313,9 @@ def adversarial_sets(directory, source: str = "test", info=None) -> dict[str, Sp
     return {"adv": load_split(path, info)} if path.exists() else {}
 
 
-def load_prepared(data_dir: Path | str, dataset: str | None = None):
+def load_prepared(
+    data_dir: Path | str, dataset: str | None = None
+) -> tuple[DatasetInfo, dict[str, Split]]:
     """(info, {"train", "val", "test"} splits) of a prepare-data folder; with ``dataset``, a
     folder of another dataset is refused by name."""
     info = load_info(data_dir)

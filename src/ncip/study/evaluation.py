@@ -10,6 +10,8 @@ that decides.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 import numpy as np
 import pandas as pd
 
@@ -46,7 +48,7 @@ def baselines() -> list[str]:
     return method_order(_methods().list_methods("baseline"))
 
 
-def method_order(methods) -> list[str]:
+def method_order(methods: Iterable[str]) -> list[str]:
     """The paper's row order for methods the paper has, then any others alphabetically."""
     from ncip.study.paper import row_order
 
@@ -61,8 +63,8 @@ def method_order(methods) -> list[str]:
 def evaluate_table(
     table: pd.DataFrame,
     seed: int = 0,
-    budgets=(100, 200, 500, 1000),
-    fault_fractions=tuple(range(1, 11)),
+    budgets: Sequence[int] = (100, 200, 500, 1000),
+    fault_fractions: Sequence[int] = tuple(range(1, 11)),
 ) -> pd.DataFrame:
     """One row of metrics per (subject, run, split, method, repeat) ordering."""
     rows = []
@@ -123,7 +125,9 @@ def _num(v: float) -> float | None:
     return None if v is None or not np.isfinite(v) else round(float(v), 6)
 
 
-def fault_curve(per_order: pd.DataFrame, subject: str, split: str, fractions) -> pd.DataFrame:
+def fault_curve(
+    per_order: pd.DataFrame, subject: str, split: str, fractions: Sequence[int]
+) -> pd.DataFrame:
     """Wide table: budget_pct, then one column per method (mean fault types over runs)."""
     part = per_order[(per_order["subject"] == subject) & (per_order["split"] == split)]
     cols = [f"fault_types_{p}pct" for p in fractions]
@@ -134,7 +138,9 @@ def fault_curve(per_order: pd.DataFrame, subject: str, split: str, fractions) ->
     return out
 
 
-def detection_curve(table: pd.DataFrame, subject: str, split: str, seed: int, points: int = 100):
+def detection_curve(
+    table: pd.DataFrame, subject: str, split: str, seed: int, points: int = 100
+) -> pd.DataFrame:
     """Wide table: inspected inputs, the ideal curve, then faults found per method (mean)."""
     part = table[(table["subject"] == subject) & (table["split"] == split)]
     curves: dict[str, list[np.ndarray]] = {}
@@ -209,12 +215,12 @@ def accuracy(table: pd.DataFrame) -> dict[str, dict[str, float]]:
     }
 
 
-def metric_names(budgets) -> list[str]:
+def metric_names(budgets: Sequence[int]) -> list[str]:
     return [f"rauc_{n}" for n in budgets] + ["rauc_all", "apfd", "fault_types_5pct"]
 
 
 def tables_markdown(
-    mean: pd.DataFrame, std: pd.DataFrame, budgets, n_runs: int, attacks: dict
+    mean: pd.DataFrame, std: pd.DataFrame, budgets: Sequence[int], n_runs: int, attacks: dict
 ) -> str:
     """metrics/tables.md: every metric's methods x subjects table, this run only."""
     from ncip.study.tables import render_table
@@ -265,7 +271,10 @@ PAIRED_BUDGETS = (None, 500)  # RAUC-ALL and RAUC-500, the headline's two
 
 
 def paired_intervals(
-    table: pd.DataFrame, seed: int = 0, resamples: int = 1000, budgets=PAIRED_BUDGETS
+    table: pd.DataFrame,
+    seed: int = 0,
+    resamples: int = 1000,
+    budgets: tuple[int | None, ...] = PAIRED_BUDGETS,
 ) -> pd.DataFrame:
     """NCIP minus every other method (baselines and ablations) per subject and split, with the
     paired hierarchical bootstrap's 95% interval (:func:`ncip.study.statistics.paired_bootstrap`;

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -13,6 +14,9 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from ncip.core.io import save_figure  # noqa: E402
+
+if TYPE_CHECKING:
+    from ncip.study.curves import RunAnalysis
 
 DASHED = {"TVD", "TVD+NC", "TVD+Margin", "Ideal"}
 
@@ -121,7 +125,7 @@ def bar_figure(
     save_figure(fig, path)
 
 
-def analysis_figures(a, folder: Path, seed: int) -> None:
+def analysis_figures(a: RunAnalysis, folder: Path, seed: int) -> None:
     """tvd_curve.png (Fig. 3), weak_collapse.png (Fig. 9) and tsne.png (Fig. 1) of one run
     (:class:`ncip.study.curves.RunAnalysis`)."""
     folder = Path(folder)

@@ -20,9 +20,10 @@ final-model score) and analyze-checkpoints use it instead of running a model aga
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -36,6 +37,9 @@ from ncip.core.logs import progress, progress_bar
 from ncip.core.scores import softmax64
 from ncip.study.data import Split
 
+if TYPE_CHECKING:
+    from ncip.core.engine import EngineConfig
+
 META_COLUMNS = ["subject", "epoch", "split", "sample_id", "label", "pred"]
 INDEX = "index.json"
 FEATURES = "final-features.parquet"
@@ -48,7 +52,7 @@ def batched_outputs(
     features: bool = False,
     desc: str | None = None,
     source: str | None = None,
-    config=None,
+    config: EngineConfig | None = None,
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Logits (and, with ``features``, penultimate features) of ``x`` in eval mode, as float32,
     through :class:`ncip.core.engine.Engine`. The model's train/eval mode and memory layout are
@@ -117,8 +121,8 @@ def predict_run(
     feature_splits: Mapping[str, Split],
     out_dir: Path,
     subject: str,
-    device,
-    config=None,
+    device: torch.device | str,
+    config: EngineConfig | None = None,
 ) -> dict:
     """Every checkpoint's logits on ``splits`` (and the final one's features on
     ``feature_splits``) into ``out_dir``, as the module docstring describes; returns the index.
@@ -195,7 +199,7 @@ class ProbStack:
     sample_id: np.ndarray  # [N]
     label: np.ndarray  # [N]
 
-    def at(self, epochs) -> ProbStack:
+    def at(self, epochs: Sequence[int]) -> ProbStack:
         """The stack restricted to the given epochs (kept in ascending order)."""
         wanted = np.asarray(sorted(set(int(e) for e in epochs)))
         missing = set(wanted) - set(self.epochs.tolist())
@@ -231,7 +235,7 @@ class Predictions:
         return self.dir / name
 
     def logits(
-        self, split: str, epochs=None
+        self, split: str, epochs: Sequence[int] | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(epochs, sample ids, labels, logits [E, N, C] float32) of one split, epochs ascending
         (all of them by default), rows in the split's stored order."""
@@ -252,7 +256,7 @@ class Predictions:
             out.append(t[cols].to_numpy(np.float32))
         return np.asarray(wanted), ids, labels, np.stack(out)
 
-    def stack(self, split: str, epochs=None) -> ProbStack:
+    def stack(self, split: str, epochs: Sequence[int] | None = None) -> ProbStack:
         e, ids, labels, z = self.logits(split, epochs)
         return ProbStack(e.astype(np.int64), softmax64(z), z, ids, labels)
 
@@ -275,7 +279,7 @@ def predict_folder(
     adversarial: Path | None,
     out_dir: Path,
     device: str = "auto",
-    config=None,
+    config: EngineConfig | None = None,
 ) -> dict:
     """predict-probabilities for one training run: every checkpoint in ``checkpoints`` on the
     prepared test and val splits and, when ``adversarial`` holds them, on adv and val-adv; the

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,11 +78,13 @@ def split_pool(test: Split, cfg: RetrainConfig) -> tuple[np.ndarray, np.ndarray]
     return pool, evaluation
 
 
-def accuracy(model, split: Split) -> float:
+def accuracy(model: torch.nn.Module, split: Split) -> float:
     return float((batched_outputs(model, split.x).argmax(1) == split.y).mean())
 
 
-def make_optimizer(params, cfg: RetrainConfig, training: dict | None = None):
+def make_optimizer(
+    params: Iterable[torch.nn.Parameter], cfg: RetrainConfig, training: dict | None = None
+) -> torch.optim.Optimizer:
     """The training run's optimizer (its recorded name, momentum, weight decay; Adam when the
     checkpoints do not say) at the fine-tuning learning rate."""
     training = training or {}
@@ -93,13 +96,13 @@ def make_optimizer(params, cfg: RetrainConfig, training: dict | None = None):
 
 
 def fine_tune(
-    model,
+    model: torch.nn.Module,
     data: Split,
     cfg: RetrainConfig,
     seed: int,
     training: dict | None = None,
     epochs: int | None = None,
-):
+) -> torch.nn.Module:
     """A copy of ``model`` fine-tuned on ``data`` (``epochs``, default cfg.epochs; seeded
     shuffling)."""
     m = copy.deepcopy(model)
@@ -129,7 +132,7 @@ def _union(*parts: Split) -> Split:
 
 
 def retrain_gains(
-    model,
+    model: torch.nn.Module,
     train: Split,
     test: Split,
     scores: dict[str, np.ndarray],
@@ -198,7 +201,7 @@ def retrain_gains(
     return pd.DataFrame(rows)
 
 
-def method_scores(scores: Path, test) -> dict[str, np.ndarray]:
+def method_scores(scores: Path, test: Split) -> dict[str, np.ndarray]:
     """Each method's scores on the test split, in ``test``'s order, from a run's score tables
     (NCIP without its ablation variants; not the random baseline, whose place the
     ``control:random`` arm takes with a fresh draw per seed)."""

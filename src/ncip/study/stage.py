@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from ncip.core.errors import InputError, NcipError, user_errors
 from ncip.core.logs import setup_logging
@@ -124,7 +125,7 @@ def read_records(folder: Path | None, files: dict[str, str], made_by: str) -> di
     }
 
 
-def default(config_class, name: str):
+def default(config_class: type, name: str) -> Any:
     """A library config dataclass's default for ``name``: the one home of a stage option's
     default (the study's own value comes from params.yaml)."""
     import dataclasses

@@ -7,12 +7,13 @@ import warnings
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 from scipy import stats
 
 from ncip.core.errors import InputError
 
 
-def holm(p_values) -> np.ndarray:
+def holm(p_values: ArrayLike) -> np.ndarray:
     """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1)."""
     p = np.asarray(p_values, dtype=np.float64)
     m = len(p)
@@ -25,7 +26,7 @@ def holm(p_values) -> np.ndarray:
     return adjusted
 
 
-def rank_biserial(x, y) -> float:
+def rank_biserial(x: ArrayLike, y: ArrayLike) -> float:
     """Matched-pairs rank-biserial correlation of x - y: (R+ - R-) / (R+ + R-), zeros dropped."""
     d = np.asarray(x, dtype=np.float64) - np.asarray(y, dtype=np.float64)
     d = d[d != 0]
@@ -73,7 +74,9 @@ def wilcoxon_table(wide: pd.DataFrame, reference: str = "ncip") -> pd.DataFrame:
 # Per-subject paired intervals: a hierarchical bootstrap over runs, then test inputs
 
 
-def weighted_rauc(fault_in_order: np.ndarray, weights: np.ndarray, n: int | None = None):
+def weighted_rauc(
+    fault_in_order: np.ndarray, weights: np.ndarray, n: int | None = None
+) -> np.ndarray:
     """RAUC-n (global ideal, :func:`ncip.core.metrics.rauc`) of bootstrap resamples given as
     input weights: ``weights[b, i]`` copies of the i-th input of the order (``[B, N]``; the
     copies of one input sit together, which is how equal scores rank). Returns ``[B]``; NaN

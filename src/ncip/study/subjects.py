@@ -8,6 +8,7 @@ elsewhere (:mod:`ncip.study.external`); its name is free.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from ncip.core.errors import InputError, MissingFileError
 from ncip.core.models import list_models, model_kind
@@ -63,7 +64,7 @@ def parse_subject(name: str, external: dict | None = None) -> Subject:
     return Subject(name, dataset, model, variant)
 
 
-def external_specs(params_path) -> dict:
+def external_specs(params_path: Path | str) -> dict:
     """The external subjects described in a params.yaml (empty if it has none or is absent)."""
     from pathlib import Path
 
@@ -81,7 +82,7 @@ def external_specs(params_path) -> dict:
     return parse_external(cfg.get("external"), str(path))
 
 
-def load_study(params_path) -> tuple[dict, list[str], list[int]]:
+def load_study(params_path: Path | str) -> tuple[dict, list[str], list[int]]:
     """(the parameters, the validated subject names, the run indices) of a params.yaml."""
     from pathlib import Path
 
@@ -111,7 +112,7 @@ def load_study(params_path) -> tuple[dict, list[str], list[int]]:
     return cfg, [parse_subject(s, external).name for s in cfg["subjects"]], list(runs)
 
 
-def check_params(params_path) -> tuple[list[str], list[int]]:
+def check_params(params_path: Path | str) -> tuple[list[str], list[int]]:
     """Validate a study's params.yaml with the stages' own checks, before DVC runs anything
     (DVC's own parser reports a non-list ``subjects`` as "'Value' object is not iterable").
     Returns (subjects, runs); raises ValueError naming the key and the fix."""

@@ -15,7 +15,7 @@ import pandas as pd
 from ncip.study.evaluation import display, method_order
 
 
-def fmt(v, digits: int = 3) -> str:
+def fmt(v: float | None, digits: int = 3) -> str:
     """A number as the tables print it; missing values are an en dash."""
     if v is None or (isinstance(v, float | np.floating) and not np.isfinite(v)):
         return "–"

@@ -43,7 +43,12 @@ def has_dropout(model: torch.nn.Module) -> bool:
 
 @torch.inference_mode()
 def mc_dropout_probs(
-    model, x: np.ndarray, samples: int, rate: float, seed: int, batch_size: int = 512
+    model: torch.nn.Module,
+    x: np.ndarray,
+    samples: int,
+    rate: float,
+    seed: int,
+    batch_size: int = 512,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(mean softmax ``[N, C]``, votes ``[N, T]``) over ``samples`` stochastic passes."""
     device = next(model.parameters()).device

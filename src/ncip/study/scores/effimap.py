@@ -37,6 +37,7 @@ epochs on every labelled image and 1000 trees.
 from __future__ import annotations
 
 import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,7 +135,7 @@ def _channel_counts(model: nn.Module, sample: torch.Tensor, names: set[str]) -> 
     return counts
 
 
-def apply_mutant(model: nn.Module, mutant: Mutant):
+def apply_mutant(model: nn.Module, mutant: Mutant) -> AbstractContextManager:
     """Register the mutant's forward hook; returns the handle (``.remove()`` to undo)."""
     module = dict(model.named_modules())[mutant.module]
     c = mutant.channel
@@ -156,7 +157,7 @@ def apply_mutant(model: nn.Module, mutant: Mutant):
 
 
 @torch.inference_mode()
-def predict_labels(model, x, batch_size=256) -> np.ndarray:
+def predict_labels(model: nn.Module, x: np.ndarray, batch_size: int = 256) -> np.ndarray:
     """Predicted classes through the inference engine (mutants act through forward hooks)."""
     from ncip.study.predict import batched_outputs
 
@@ -164,7 +165,12 @@ def predict_labels(model, x, batch_size=256) -> np.ndarray:
 
 
 def search_mutants(
-    model, split: Split, max_mutants: int, steps: int | None, seconds: float, seed: int = 0
+    model: nn.Module,
+    split: Split,
+    max_mutants: int,
+    steps: int | None,
+    seconds: float,
+    seed: int = 0,
 ) -> list[Mutant]:
     """A1: the mutant search on a labelled split."""
     rng = np.random.default_rng(seed)
@@ -242,14 +248,14 @@ class VanillaVAE(nn.Module):
             nn.Sigmoid(),
         )
 
-    def encode(self, x):
+    def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         h = self.enc(x)
         return self.mu(h), self.logvar(h)
 
-    def decode(self, z):
+    def decode(self, z: torch.Tensor) -> torch.Tensor:
         return self.dec(self.dec_in(z).view(-1, 128, 4, 4))
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         mu, logvar = self.encode(x)
         z = mu + torch.randn_like(mu) * (0.5 * logvar).exp()
         return self.decode(z), mu, logvar
@@ -282,7 +288,7 @@ REFERENCE_STEPS_PER_EPOCH = 16  # 1,000 labelled images at batch 64
 def train_vae(
     x: np.ndarray,
     seed: int,
-    device,
+    device: torch.device | str,
     steps: int | None = None,
     epochs: int | None = None,
     batch_size: int = 64,
@@ -345,7 +351,7 @@ def vae_mutants(vae: VanillaVAE, x: np.ndarray, per_input: int, seed: int) -> np
 
 
 @torch.inference_mode()
-def forward_features(model, x: np.ndarray, batch_size: int = 1024) -> np.ndarray:
+def forward_features(model: nn.Module, x: np.ndarray, batch_size: int = 1024) -> np.ndarray:
     """Per-input statistics of the original model's forward pass (see the module docstring)."""
     device = next(model.parameters()).device
     feats: list[torch.Tensor] = []
@@ -381,7 +387,7 @@ def forward_features(model, x: np.ndarray, batch_size: int = 1024) -> np.ndarray
     return np.concatenate(out)
 
 
-def kill_matrix(model, mutants: list[Mutant], x: np.ndarray) -> np.ndarray:
+def kill_matrix(model: nn.Module, mutants: list[Mutant], x: np.ndarray) -> np.ndarray:
     """``k[i, m] = 1`` where mutant m predicts input i differently from the original model."""
     base = predict_labels(model, x)
     k = np.zeros((len(x), len(mutants)), dtype=np.int8)

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from ncip.core.scores import margin, tvd, zscore
 from ncip.study.scores.registry import describe_method
+
+if TYPE_CHECKING:
+    from ncip.study.predict import ProbStack
 
 # NCIP (Eq. 8) and the ablation variants of Tables 7-8, in the paper's row order.
 describe_method(
@@ -32,7 +38,12 @@ describe_method(
 )
 
 
-def ablation_scores(stack, selected_epochs, last_k_epochs, final_epoch: int) -> dict:
+def ablation_scores(
+    stack: ProbStack,
+    selected_epochs: Sequence[int],
+    last_k_epochs: Sequence[int],
+    final_epoch: int,
+) -> dict:
     """NCIP and its ablations (paper Tables 7-8) from a :class:`ncip.study.predict.ProbStack`.
 
     - ``tvd``: TVD over the last K checkpoints (no NC selection), no margin;

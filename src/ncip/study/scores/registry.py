@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,7 +105,7 @@ def register_method(
     paper: str | None = None,
     options: dict[str, Any] | None = None,
     needs: tuple[str, ...] = (),
-):
+) -> Callable[[Callable], Callable]:
     """Register a scoring function ``(ctx, split) -> scores`` or a Method class, with its facts:
     ``display`` (table name; default the name), ``paper`` (row name in the paper's tables),
     ``options`` (name -> default), ``needs`` (keys of :data:`NEEDS`)."""
@@ -252,14 +252,14 @@ class ScoringContext:
             )
         return self.labelled[key]
 
-    def checkpoints(self):
+    def checkpoints(self) -> list:
         from ncip.core.checkpoints import list_checkpoints
 
         if "checkpoints" not in self._cache:
             self._cache["checkpoints"] = list_checkpoints(self.checkpoint_dir)
         return self._cache["checkpoints"]
 
-    def final_model(self):
+    def final_model(self) -> Any:
         from ncip.core.checkpoints import load_model
 
         if "final_model" not in self._cache:
@@ -348,7 +348,7 @@ class ScoringContext:
         return self._cache[key]
 
     @contextmanager
-    def timed(self, method: str, label: str):
+    def timed(self, method: str, label: str) -> Iterator[None]:
         """Record the seconds of a block under ``costs[method][label]`` (e.g. a ranker's fit)."""
         t0 = time.perf_counter()
         try:

@@ -92,7 +92,9 @@ def sets_select(
     return np.asarray(chosen, dtype=np.int64)
 
 
-def sets_order_scores(features, uncertainty, budget: int, a: float = 3.0, seed: int = 0):
+def sets_order_scores(
+    features: np.ndarray, uncertainty: np.ndarray, budget: int, a: float = 3.0, seed: int = 0
+) -> np.ndarray:
     """Scores whose descending order is SETS(budget), then the rest by descending uncertainty."""
     u = np.asarray(uncertainty, dtype=np.float64)
     n = len(u)

@@ -87,7 +87,13 @@ def _fit_class_kde(data: np.ndarray, cls: int) -> tuple[ClassKDE, np.ndarray]:
     return ClassKDE(data[:, cols], jitter=JITTER), cols
 
 
-def lsa(train_at, train_pred, test_at, test_pred, var_threshold: float = VAR_THRESHOLD):
+def lsa(
+    train_at: np.ndarray,
+    train_pred: np.ndarray,
+    test_at: np.ndarray,
+    test_pred: np.ndarray,
+    var_threshold: float = VAR_THRESHOLD,
+) -> np.ndarray:
     """Likelihood-based surprise adequacy ``-log KDE_c(at)`` with c the predicted class."""
     train_at = np.asarray(train_at, dtype=np.float64)
     test_at = np.asarray(test_at, dtype=np.float64)
@@ -146,7 +152,13 @@ def _nearest(
     return idx, dist
 
 
-def dsa(train_at, train_pred, test_at, test_pred, eps: float = 1e-12):
+def dsa(
+    train_at: np.ndarray,
+    train_pred: np.ndarray,
+    test_at: np.ndarray,
+    test_pred: np.ndarray,
+    eps: float = 1e-12,
+) -> np.ndarray:
     """Distance-based surprise adequacy ``dist_a / dist_b`` (dist_b measured from x_a)."""
     train_at = np.asarray(train_at, dtype=np.float64)
     test_at = np.asarray(test_at, dtype=np.float64)

@@ -23,6 +23,8 @@ version of the 2024 artifact.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ncip.core.errors import InputError
@@ -77,7 +79,9 @@ def minmax(features: np.ndarray) -> np.ndarray:
     return (features - lo) / np.where(hi > lo, hi - lo, 1.0)
 
 
-def train_ranker(features: np.ndarray, is_fault: np.ndarray, seed: int = 0, rounds: int = 10):
+def train_ranker(
+    features: np.ndarray, is_fault: np.ndarray, seed: int = 0, rounds: int = 10
+) -> Any:
     import xgboost as xgb
 
     dtrain = xgb.DMatrix(minmax(features), label=np.asarray(is_fault, dtype=np.float64))
@@ -85,7 +89,7 @@ def train_ranker(features: np.ndarray, is_fault: np.ndarray, seed: int = 0, roun
     return xgb.train({**XGB_PARAMS, "seed": seed}, dtrain, num_boost_round=rounds)
 
 
-def rank_scores(booster, features: np.ndarray) -> np.ndarray:
+def rank_scores(booster: Any, features: np.ndarray) -> np.ndarray:
     import xgboost as xgb
 
     return booster.predict(xgb.DMatrix(minmax(features))).astype(np.float64)
