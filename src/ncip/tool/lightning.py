@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from ncip.core.errors import InputError
 from ncip.tool.writer import CheckpointWriter
@@ -50,16 +51,18 @@ def callback_class(base: type) -> type:
                 dirpath, head=head, model=model, input_shape=input_shape, resume=resume
             )
 
-        def on_train_start(self, trainer, pl_module):
+        def on_train_start(self, trainer: Any, pl_module: Any) -> None:
             if getattr(trainer, "ckpt_path", None):  # fit(ckpt_path=...) continues this run
                 self.writer.resume = True
 
-        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        def on_train_batch_end(
+            self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+        ) -> None:
             n = self.every_n_train_steps
             if n and trainer.is_global_zero and trainer.global_step % n == 0:
                 self.writer.save(pl_module, step=trainer.global_step)
 
-        def on_train_epoch_end(self, trainer, pl_module):
+        def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
             epoch = trainer.current_epoch + 1  # 1-based, as the files are named
             if (
                 self.every_n_train_steps is None
