@@ -376,3 +376,38 @@ def test_stored_predictions_give_the_baselines_what_running_the_models_gives(tin
             np.allclose(u, v, atol=1e-5) for u, v in zip(a, b, strict=True)
         )
     assert "final_model" not in stored._cache  # nothing was run
+
+
+def test_selection_reads_heads_without_pytorch(tiny_run, tmp_path):
+    """select-checkpoints reads headers and one float32 head through NumPy: PyTorch (2-3 s
+    to import) is never loaded, and the head equals PyTorch's reading of it."""
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    from ncip.core.checkpoints import list_checkpoints, read_head, read_safetensors
+
+    code = (
+        "import runpy, sys\n"
+        "sys.argv = ['select_checkpoints.py', '--checkpoints', sys.argv[1], '--k', '3',"
+        " '--alpha', '0.5', '--out', sys.argv[2], '--plot-out', sys.argv[3]]\n"
+        "try:\n"
+        f"    runpy.run_path({str(ROOT / 'stages' / 'select_checkpoints.py')!r},"
+        " run_name='__main__')\n"
+        "except SystemExit as e:\n"
+        "    assert not e.code, e.code\n"
+        "print('torch imported' if 'torch' in sys.modules else 'no torch')\n"
+    )
+    models = tiny_run["dir"] / "models"
+    args = [str(models), str(tmp_path / "sel.json"), str(tmp_path / "s.csv")]
+    r = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "no torch"
+    assert json.loads((tmp_path / "sel.json").read_text())["selected_epochs"] == [4, 5, 6]
+    info = list_checkpoints(models)[-1]
+    key = info.meta["head_key"]
+    by_torch = read_safetensors(info.path, [key])[key].double().numpy()
+    assert np.array_equal(read_head(info.path), by_torch)

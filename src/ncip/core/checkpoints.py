@@ -13,16 +13,17 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-from safetensors.torch import save_file
 
 from ncip.core.errors import InputError, MissingFileError, NcipError
-from ncip.core.factory import build_external
 from ncip.core.io import atomic_path, safetensors_open
-from ncip.core.models import Classifier, create_model
+
+if TYPE_CHECKING:  # PyTorch is imported where a model or a whole state is built: selection
+    import torch  # and the scoring stages read headers and one head without it
+
+    from ncip.core.models import Classifier
 
 HEAD_KEY = "head.weight"
 
@@ -35,7 +36,7 @@ def safetensors_header(p: Path) -> dict[str, str]:
     """The metadata of a safetensors file; CheckpointError naming the file if it is unreadable."""
 
     try:
-        with safetensors_open(p) as f:
+        with safetensors_open(p, "np") as f:
             return f.metadata() or {}
     except Exception as e:  # noqa: BLE001  (safetensors raises its own error types)
         first = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
@@ -122,6 +123,8 @@ def save_state(path: Path | str, state: dict[str, torch.Tensor], meta: dict[str,
     """Write a state dict and ``meta`` (JSON-able, under the header key ``ncip``) atomically.
 
     Tensors are copied, so tensors that share memory (tied weights) can be written."""
+    from safetensors.torch import save_file
+
     tensors = {k: v.detach().cpu().clone().contiguous() for k, v in state.items()}
     with atomic_path(path) as tmp:
         save_file(tensors, str(tmp), metadata={"ncip": json.dumps(meta)})
@@ -147,8 +150,32 @@ def read_meta(path: Path | str) -> dict[str, Any]:
 
 
 def read_tensor(path: Path | str, key: str) -> np.ndarray:
-    """Read one tensor from a checkpoint without loading the rest."""
+    """Read one tensor from a checkpoint without loading the rest, as float64. A float32 or
+    float64 tensor is read as NumPy (no PyTorch import: the selection stage needs nothing
+    else); any other dtype, bfloat16 included, through PyTorch."""
+    header_dtype = _dtype(Path(path), key)
+    if header_dtype in ("F32", "F64"):
+        with safetensors_open(path, "np") as f:
+            return f.get_tensor(key).astype(np.float64)
     return read_safetensors(Path(path), [key])[key].double().numpy()
+
+
+def _dtype(path: Path, key: str) -> str:
+    """The safetensors dtype name of tensor ``key`` (``F32``, ``BF16``, ...), read from the
+    header; CheckpointError naming the file if it is unreadable or lacks the tensor."""
+    safetensors_header(path)
+    try:
+        with safetensors_open(path, "np") as f:
+            if key not in f.keys():
+                raise CheckpointError(f"{path} has no tensor {key!r}")
+            return str(f.get_slice(key).get_dtype())
+    except CheckpointError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise CheckpointError(
+            f"{path} could not be read (truncated or corrupt? "
+            f"{str(e).strip().splitlines()[0][:160]})"
+        ) from None
 
 
 def read_head(path: Path | str) -> np.ndarray:
@@ -158,7 +185,11 @@ def read_head(path: Path | str) -> np.ndarray:
 
 def build_model(meta: dict[str, Any]) -> Classifier:
     """An untrained model of the architecture a checkpoint's metadata describes."""
+    from ncip.core.models import create_model
+
     if meta.get("arch") == "external":  # a model trained elsewhere, imported into the study
+        from ncip.core.factory import build_external
+
         return build_external(meta)
     return create_model(
         meta["arch"],
@@ -171,6 +202,8 @@ def build_model(meta: dict[str, Any]) -> Classifier:
 
 def _state(path: Path | str) -> dict:
     """All tensors of a checkpoint; CheckpointError naming the file if any is not finite."""
+    import torch
+
     state = read_safetensors(Path(path))
     for k, v in state.items():
         if v.is_floating_point() and not bool(torch.isfinite(v).all()):

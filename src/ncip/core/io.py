@@ -180,15 +180,17 @@ def read_parquet(path: Path | str, **kwargs: Any) -> pd.DataFrame:
         return pd.read_parquet(f, **kwargs)
 
 
-def safetensors_open(path: Path | str) -> Any:
-    """``safetensors.safe_open`` (PyTorch tensors), announced as a read to Python's audit
-    hooks first: the Rust reader opens the file where Python's `open` event cannot see it."""
+def safetensors_open(path: Path | str, framework: str = "pt") -> Any:
+    """``safetensors.safe_open`` (PyTorch tensors, or NumPy arrays with ``framework="np"``,
+    which reads headers and float tensors without importing PyTorch), announced as a read to
+    Python's audit hooks first: the Rust reader opens the file where Python's `open` event
+    cannot see it."""
     import sys
 
     from safetensors import safe_open
 
     sys.audit("open", str(path), "rb", 0)
-    return safe_open(str(path), framework="pt")
+    return safe_open(str(path), framework=framework)
 
 
 def mirror_files(src: Path | str, dst: Path | str, suffix: str) -> list[str]:

@@ -27,10 +27,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-import torch
 
 from ncip.core.checkpoints import checkpoint_name
-from ncip.core.engine import resolve_device
 from ncip.core.errors import InputError, MissingEntryError, MissingFileError
 from ncip.core.io import read_parquet
 from ncip.core.logs import progress, progress_bar
@@ -38,6 +36,8 @@ from ncip.core.scores import softmax64
 from ncip.study.data import Split
 
 if TYPE_CHECKING:
+    import torch
+
     from ncip.core.engine import EngineConfig
 
 META_COLUMNS = ["subject", "epoch", "split", "sample_id", "label", "pred"]
@@ -85,6 +85,8 @@ def batched_outputs(
 
 
 def _layout(model: torch.nn.Module) -> torch.memory_format:
+    import torch
+
     for p in model.parameters():
         if p.ndim == 4:
             if p.is_contiguous(memory_format=torch.channels_last) and not p.is_contiguous():
@@ -302,6 +304,8 @@ def predict_folder(
             splits[name] = adv["adv"]
             if name == "adv":
                 features["adv"] = adv["adv"]
+    from ncip.core.engine import resolve_device
+
     dev = resolve_device(device)
     model = load_model(infos[-1].path, dev)
     return predict_run(
