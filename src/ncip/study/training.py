@@ -234,6 +234,57 @@ def _train(cfg, info, splits, out_dir, work_dir, subject, run, dev, stop_after, 
         hist = pd.read_csv(work / HISTORY_FILE)
         _barrier(world)  # every rank has seen the marker before rank 0 moves the folder
         return _finish(work, out_dir, hist, fingerprint) if rank == 0 else pd.DataFrame()
+    model, net, opt, sched, history, start = _setup(
+        cfg, info, work, fingerprint, dev, label, rank, world
+    )
+    x_train = _place_training_data(torch.from_numpy(np.ascontiguousarray(splits["train"].x)), dev)
+    y_train = torch.from_numpy(splits["train"].y).to(dev)
+    scaler = torch.amp.GradScaler(dev.type, enabled=cfg.precision == "fp16")
+    meta_base = _run_meta(cfg, info, subject, run)
+    epochs = range(start, cfg.epochs + 1)
+    bar = progress(epochs, f"train {label}", total=len(epochs), unit="epoch")
+    for done_this_call, epoch in enumerate(bar, start=1):
+        t0 = time.perf_counter()
+        loss, train_acc = _train_epoch(
+            net, opt, x_train, y_train, cfg, epoch, label, rank, world, scaler
+        )
+        lr = opt.param_groups[0]["lr"]
+        sched.step()
+        if rank != 0:  # rank 0 evaluates and writes; the others wait for it
+            _barrier(world)
+            if stop_after is not None and done_this_call >= stop_after and epoch < cfg.epochs:
+                return pd.DataFrame()
+            continue
+        row = _epoch_row(model, splits, cfg, epoch, loss, train_acc, lr, t0)
+        history.append(row)
+        _save_epoch(
+            work, model, {**meta_base, "epoch": epoch}, row, opt, sched, history, fingerprint
+        )
+        if hasattr(bar, "set_postfix"):
+            bar.set_postfix(
+                loss=f"{loss:.3f}", train=f"{train_acc:.3f}", test=f"{row['test_acc']:.3f}"
+            )
+        _barrier(world)
+        if stop_after is not None and done_this_call >= stop_after and epoch < cfg.epochs:
+            log.info("stopping after epoch %d as asked; the next call resumes", epoch)
+            return pd.DataFrame(history)
+    if rank != 0:
+        return pd.DataFrame()
+    return _finish(work, out_dir, pd.DataFrame(history), fingerprint)
+
+
+def _setup(
+    cfg: TrainConfig,
+    info: DatasetInfo,
+    work: Path,
+    fingerprint: str,
+    dev: torch.device,
+    label: str,
+    rank: int,
+    world: int,
+) -> tuple:
+    """(model, the network to step: the model or its DDP wrapper, optimizer, schedule,
+    history so far, first epoch): a fresh model, or the interrupted run's state resumed."""
     model = make_model(cfg, info).to(dev)
     if cfg.channels_last:
         model = model.to(memory_format=torch.channels_last)
@@ -250,10 +301,12 @@ def _train(cfg, info, splits, out_dir, work_dir, subject, run, dev, stop_after, 
         from torch.nn.parallel import DistributedDataParallel
 
         net = DistributedDataParallel(model, device_ids=[dev.index] if dev.type == "cuda" else None)
-    x_train = _place_training_data(torch.from_numpy(np.ascontiguousarray(splits["train"].x)), dev)
-    y_train = torch.from_numpy(splits["train"].y).to(dev)
-    scaler = torch.amp.GradScaler(dev.type, enabled=cfg.precision == "fp16")
-    meta_base = {
+    return model, net, opt, sched, history, start
+
+
+def _run_meta(cfg: TrainConfig, info: DatasetInfo, subject: str, run: int) -> dict[str, Any]:
+    """What every checkpoint of the run records besides its epoch and metrics."""
+    return {
         "subject": subject,
         "run": run,
         "dataset": info.name,
@@ -263,47 +316,31 @@ def _train(cfg, info, splits, out_dir, work_dir, subject, run, dev, stop_after, 
         "vocab_size": info.vocab_size,
         "config": asdict(cfg),
     }
-    epochs = range(start, cfg.epochs + 1)
-    bar = progress(epochs, f"train {label}", total=len(epochs), unit="epoch")
-    for done_this_call, epoch in enumerate(bar, start=1):
-        t0 = time.perf_counter()
-        loss, train_acc = _train_epoch(
-            net, opt, x_train, y_train, cfg, epoch, label, rank, world, scaler
-        )
-        lr = opt.param_groups[0]["lr"]
-        sched.step()
-        if rank != 0:  # rank 0 evaluates and writes; the others wait for it
-            _barrier(world)
-            if stop_after is not None and done_this_call >= stop_after and epoch < cfg.epochs:
-                return pd.DataFrame()
-            continue
-        row = {
-            "epoch": epoch,
-            "loss": loss,
-            # running accuracy over the epoch's mini-batches (an extra pass would cost ~30%);
-            # under mixup, against each mixed input's dominant label
-            "train_acc": train_acc,
-            "val_acc": accuracy(model, splits["val"], cfg.eval_batch_size),
-            "test_acc": accuracy(model, splits["test"], cfg.eval_batch_size),
-            "sigma_cos": sigma_cos(model.head.weight.detach().cpu().double().numpy()),
-            "lr": lr,
-            "seconds": time.perf_counter() - t0,
-        }
-        history.append(row)
-        _save_epoch(
-            work, model, {**meta_base, "epoch": epoch}, row, opt, sched, history, fingerprint
-        )
-        if hasattr(bar, "set_postfix"):
-            bar.set_postfix(
-                loss=f"{loss:.3f}", train=f"{train_acc:.3f}", test=f"{row['test_acc']:.3f}"
-            )
-        _barrier(world)
-        if stop_after is not None and done_this_call >= stop_after and epoch < cfg.epochs:
-            log.info("stopping after epoch %d as asked; the next call resumes", epoch)
-            return pd.DataFrame(history)
-    if rank != 0:
-        return pd.DataFrame()
-    return _finish(work, out_dir, pd.DataFrame(history), fingerprint)
+
+
+def _epoch_row(
+    model: Classifier,
+    splits: dict[str, Split],
+    cfg: TrainConfig,
+    epoch: int,
+    loss: float,
+    train_acc: float,
+    lr: float,
+    t0: float,
+) -> dict[str, Any]:
+    """The epoch's record in the training history (and the checkpoint's metrics)."""
+    return {
+        "epoch": epoch,
+        "loss": loss,
+        # running accuracy over the epoch's mini-batches (an extra pass would cost ~30%);
+        # under mixup, against each mixed input's dominant label
+        "train_acc": train_acc,
+        "val_acc": accuracy(model, splits["val"], cfg.eval_batch_size),
+        "test_acc": accuracy(model, splits["test"], cfg.eval_batch_size),
+        "sigma_cos": sigma_cos(model.head.weight.detach().cpu().double().numpy()),
+        "lr": lr,
+        "seconds": time.perf_counter() - t0,
+    }
 
 
 def _resume(
