@@ -6,7 +6,7 @@ from pathlib import Path
 import typer
 
 from ncip.core.io import write_text
-from ncip.study.report import EXTENDED_SECTIONS, markdown_sections
+from ncip.study.report.significance import EXTENDED_SECTIONS, markdown_sections
 from ncip.study.stage import StageError, stage_main
 
 app = typer.Typer(add_completion=False)

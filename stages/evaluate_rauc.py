@@ -7,6 +7,7 @@ import typer
 from ncip.core.io import write_csv, write_json, write_text
 from ncip.study import evaluation as ev
 from ncip.study.figures import line_figure
+from ncip.study.paths import run_key, run_tag
 from ncip.study.scoretable import read_score_tables
 from ncip.study.stage import StageError, read_records, split_list, stage_main
 from ncip.study.subjects import load_study
@@ -33,7 +34,7 @@ def main(
     table = ev.study_scores(read_score_tables(scores), subjects, runs)
     per_order = ev.evaluate_table(table, seed, ns, ev.FRACTIONS)
     mean, std = ev.aggregate(per_order)
-    keys = {f"{s}/run-{r}": f"{s}-run-{r}.json" for s in subjects for r in runs}
+    keys = {run_key(s, r): f"{run_tag(s, r)}.json" for s in subjects for r in runs}
     attacks = read_records(attack_metrics, keys, "generate-adversarial") if attack_metrics else {}
     write_json(metrics_dir / "clean.json", ev.nested(mean, "test", ev.metric_names(ns)))
     write_json(metrics_dir / "adversarial.json", ev.nested(mean, "adv", ev.metric_names(ns)))

@@ -121,10 +121,10 @@ def test_the_check_fails_when_a_dep_is_removed(tmp_path):
 def test_the_closure_follows_lazy_and_transitive_imports(tmp_path):
     files = module_closure(ROOT / "stages" / "report.py")
     names = {str(p.relative_to(SRC)) for p in files}
-    # report.py imports ncip.study.report, which imports ncip.study.cost lazily inside a
+    # report.py imports ncip.study.report, whose inputs module imports ncip.study.cost lazily in a
     # function, and ncip.study.evaluation -> ncip.core.metrics at module level
     assert {
-        "ncip/study/report.py",
+        "ncip/study/report/inputs.py",
         "ncip/study/cost.py",
         "ncip/core/metrics.py",
         "ncip/__init__.py",
@@ -198,3 +198,23 @@ def test_evaluation_waits_for_no_retraining():
         upstream = {s.addressing.split("@")[0] for s in nx.descendants(graph, stage)}
     assert {"generate-adversarial", "score-ncip", "score-baselines"} <= upstream
     assert not {s for s in upstream if s.startswith("retrain") or s == "publish-records"}
+
+
+def test_study_paths_are_the_paths_dvc_yaml_writes():
+    """ncip.study.paths is the one home of the per-run naming rule in Python; dvc.yaml writes
+    the same paths into its commands (published records as the mirrors of records/)."""
+    from ncip.study.paths import StudyPaths
+
+    text = (ROOT / "dvc.yaml").read_text()
+    paths = StudyPaths(Path(""))
+    mirrors = {"plots/training/": "records/training/", "metrics/attacks/": "records/attacks/"}
+    names = [n for n in vars(StudyPaths) if not n.startswith("_") and n != "root"]
+    assert len(names) == 9, names
+    for name in names:
+        path = getattr(paths, name)("SUBJECT", 987654).as_posix()
+        path = path.replace("SUBJECT", "${item.subject}").replace("987654", "${item.run}")
+        for published, recorded in mirrors.items():
+            path = path.replace(published, recorded)
+        if name == "retrain":  # published as one file per run from the run's folder of arms
+            path = path.replace("metrics/retrain/", "records/retrain/").removesuffix(".json") + "/"
+        assert path in text, f"StudyPaths.{name} gives {path}, which dvc.yaml does not write"

@@ -58,7 +58,7 @@ def test_the_extended_preset_applies_and_names_enough_independent_subjects(tmp_p
     from dvc.utils.hydra import apply_overrides
 
     from ncip.study.presets import EXTENDED
-    from ncip.study.report import attainable
+    from ncip.study.report.significance import attainable
     from ncip.study.subjects import parse_subject
 
     params = tmp_path / "params.yaml"

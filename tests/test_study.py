@@ -9,17 +9,11 @@ from ncip.core.scores import softmax64
 from ncip.study import paper
 from ncip.study.curves import tvd_curve, weak_collapse_curve
 from ncip.study.data import Split
-from ncip.study.report import (
-    column_of,
-    cost_table,
-    extended_significance_sentence,
-    gaps_by_dataset,
-    paired_paragraph,
-    retrain_by_subject,
-    retrain_by_subject_sentence,
-    side_by_side,
-    tie_markdown,
-)
+from ncip.study.report.agreement import gaps_by_dataset, tie_markdown
+from ncip.study.report.common import column_of, cost_table, side_by_side
+from ncip.study.report.paired import paired_paragraph
+from ncip.study.report.retraining import retrain_by_subject, retrain_by_subject_sentence
+from ncip.study.report.significance import extended_significance_sentence
 from ncip.study.retrain import (
     RetrainConfig,
     resolution,
@@ -276,7 +270,7 @@ def test_the_tie_table_measures_the_adversarial_sets_too():
 
 
 def test_degenerate_retraining_intervals_say_so():
-    from ncip.study.report import retrain_markdown
+    from ncip.study.report.retraining import retrain_markdown
 
     gains = {
         "a/run-0": {

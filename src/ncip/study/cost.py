@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ncip.study.paths import StudyPaths, run_key
+
 CONFIDENCE = ("entropy", "deepgini", "msp", "pcs")
 
 
@@ -57,7 +59,7 @@ def _training_seconds(path: Path) -> float | None:
 
 def collect(subjects: list[str], runs: list[int], root: Path | str = ".") -> dict[str, Any]:
     """The cost record of a study (see the module docstring); missing records are skipped."""
-    root = Path(root)
+    paths = StudyPaths(Path(root))
     stages: dict[str, dict[str, float]] = {}
     methods: dict[str, dict[str, dict[str, float]]] = {}
     shared: dict[str, dict[str, float]] = {}
@@ -68,31 +70,19 @@ def collect(subjects: list[str], runs: list[int], root: Path | str = ".") -> dic
 
     for s in subjects:
         for r in runs:
-            key, tag = f"{s}/run-{r}", f"{s}-run-{r}"
-            scores = root / "scores" / s / f"run-{r}"
-            put(
-                "train-with-checkpoints",
-                key,
-                _training_seconds(root / "plots" / "training" / f"{tag}.csv"),
-            )
-            put(
-                "generate-adversarial",
-                key,
-                _attack_seconds(root / "metrics" / "attacks" / f"{tag}.json"),
-            )
-            put("select-checkpoints", key, _seconds(root / "selection" / s / f"run-{r}.json"))
-            index = _json(root / "predictions" / s / f"run-{r}" / "index.json")
+            key = run_key(s, r)
+            scores = paths.scores(s, r)
+            put("train-with-checkpoints", key, _training_seconds(paths.training(s, r)))
+            put("generate-adversarial", key, _attack_seconds(paths.attacks(s, r)))
+            put("select-checkpoints", key, _seconds(paths.selection(s, r)))
+            index = _json(paths.predictions(s, r) / "index.json")
             put("predict-probabilities", key, None if index is None else float(index["seconds"]))
             ncip = _json(scores / "ncip-cost.json")
             put("score-ncip", key, None if ncip is None else float(ncip["score"]))
             base = _json(scores / "baselines-cost.json")
             put("score-baselines", key, None if base is None else base.get("seconds"))
-            put(
-                "analyze-checkpoints",
-                key,
-                _seconds(root / "plots" / "analysis" / tag / "timing.json"),
-            )
-            put("retrain-*", key, _seconds(root / "metrics" / "retrain" / f"{tag}.json"))
+            put("analyze-checkpoints", key, _seconds(paths.analysis(s, r) / "timing.json"))
+            put("retrain-*", key, _seconds(paths.retrain(s, r)))
             if ncip is not None:
                 methods.setdefault("ncip", {})[key] = {
                     "prepare": float(ncip["select"]),
