@@ -9,7 +9,6 @@ K = 30 over the pool. Compared with loading every full model instead of only its
 
 import tempfile
 import time
-import warnings
 from pathlib import Path
 
 import torch
@@ -22,7 +21,7 @@ from ncip.core.checkpoints import (
     read_head,
     save_checkpoint,
 )
-from ncip.core.collapse import plan_selection, sigma_cos
+from ncip.core.collapse import plan, sigma_cos_series
 from ncip.core.models import create_model
 
 
@@ -48,10 +47,8 @@ def main(sizes: str = "50,100,200,400,800", k: int = 30, repeats: int = 3) -> No
             for _ in range(repeats):
                 t0 = time.perf_counter()
                 infos = list_checkpoints(d)
-                scores = [sigma_cos(read_head(c.path)) for c in infos]
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    plan_selection([c.epoch for c in infos], scores, k, 0.9)
+                scores = sigma_cos_series(read_head(c.path) for c in infos)
+                plan(scores, k, 0.9, epochs=[c.epoch for c in infos])
                 best = min(best, time.perf_counter() - t0)
             t0 = time.perf_counter()
             for c in list_checkpoints(d):

@@ -10,7 +10,7 @@ from ncip.core.collapse import ALPHA, K
 from ncip.core.io import write_csv, write_json
 from ncip.study.curves import analyze_run
 from ncip.study.figures import analysis_figures
-from ncip.study.stage import StageError, check_outputs, read_record, split_list, stage_main
+from ncip.study.stage import SelectionRecord, StageError, check_outputs, split_list, stage_main
 
 app = typer.Typer(add_completion=False)
 
@@ -40,9 +40,8 @@ def main(
         ) from None
     t0 = time.perf_counter()
     check_outputs(tvd_out, weak_out, dirs=[figures])
-    keys = ["sigma_cos", "selected_epochs", "subject", "run"]
-    plan = read_record(selection, "select-checkpoints", keys)
-    a = analyze_run(predictions, checkpoints, plan, k, alpha, steps, tsne_points, seed)
+    rec = SelectionRecord.read(selection)
+    a = analyze_run(predictions, checkpoints, rec, k, alpha, steps, tsne_points, seed)
     write_csv(tvd_out, a.tvd)
     write_csv(weak_out, a.weak)
     analysis_figures(a, figures, seed)

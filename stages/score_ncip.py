@@ -10,7 +10,7 @@ from ncip.core.io import write_json, write_parquet
 from ncip.study.predict import Predictions
 from ncip.study.scores.ncip import ablation_scores
 from ncip.study.scoretable import score_rows
-from ncip.study.stage import check_outputs, read_record, stage_main
+from ncip.study.stage import SelectionRecord, check_outputs, stage_main
 
 app = typer.Typer(add_completion=False)
 
@@ -25,24 +25,22 @@ def main(
 ) -> None:
     t0 = time.perf_counter()
     check_outputs(out, cost_out)
-    keys = ["subject", "run", "final_epoch", "selected_epochs", "last_k_epochs", "seconds"]
-    plan = read_record(selection, "select-checkpoints", keys)
+    rec = SelectionRecord.read(selection)
+    sel = rec.selection
     preds = Predictions(predictions)
-    needed = sorted(set(plan["selected_epochs"]) | set(plan["last_k_epochs"]))
+    needed = sorted(set(sel.selected_epochs) | set(sel.last_k_epochs))
     parts = []
     scored = [s for s in ("test", "adv") if s in preds.splits]  # val, val-adv train TDPR only
     for split in scored:
         stack = preds.stack(split, needed)
-        final = stack.at([plan["final_epoch"]])
+        final = stack.at([sel.final_epoch])
         pred = final.probs[0].argmax(axis=1)
-        variants = ablation_scores(
-            stack, plan["selected_epochs"], plan["last_k_epochs"], plan["final_epoch"]
-        )
+        variants = ablation_scores(stack, sel.selected_epochs, sel.last_k_epochs, sel.final_epoch)
         for method, s in variants.items():
             parts.append(
                 score_rows(
-                    plan["subject"],
-                    plan["run"],
+                    rec.subject,
+                    rec.run,
                     split,
                     stack.sample_id,
                     stack.label,
@@ -60,7 +58,7 @@ def main(
     write_json(
         cost_out,
         {
-            "select": plan["seconds"],
+            "select": rec.seconds,
             "predict": preds.index["seconds"] * share,
             "predicted_checkpoints": len(needed),
             "score": time.perf_counter() - t0,

@@ -931,7 +931,7 @@ CASES = [
     Case("subjects: a string", subjects_not_a_list, "subjects must be a non-empty list"),
     Case("subjects: null", subjects_null, "lists no subjects"),
     Case("attacks: '' in params.yaml", attacks_empty_in_params, "attack.attacks: no attacks given"),
-    Case("k = 0", bad_k, "k must be a positive"),
+    Case("k = 0", bad_k, "k must be an integer of at least 2"),
     Case("an unknown baseline", unknown_method, "unknown method 'magic'"),
     Case("an unknown model in a subject", unknown_subject, "unknown model 'lenet9'"),
     Case("--out is the --labels file", out_is_labels, "is one of this run's inputs"),

@@ -1,9 +1,18 @@
+import json
 import warnings
 
 import numpy as np
 import pytest
 
-from ncip.core.collapse import candidate_pool, plan_selection, select_checkpoints, sigma_cos
+from ncip.core.collapse import (
+    Selection,
+    candidate_pool,
+    plan,
+    select_checkpoints,
+    sigma_cos,
+    sigma_cos_series,
+)
+from ncip.core.errors import InputError
 
 
 def test_sigma_cos_of_a_simplex_etf_is_zero():
@@ -65,15 +74,46 @@ def test_bad_k_is_rejected(k):
         select_checkpoints([0.1, 0.2], k)
 
 
-def test_plan_selection_records_pool_selected_and_last_k():
+def test_plan_records_pool_selected_and_last_k():
     epochs = np.arange(1, 11)
     scores = np.linspace(0.2, 0.1, 10)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        plan = plan_selection(epochs, scores, 3, 0.5)
-    assert plan["pool_epochs"] == [6, 7, 8, 9, 10]
-    assert plan["selected_epochs"][-1] == 10 and len(plan["selected_epochs"]) == 3
-    assert set(plan["selected_epochs"]) <= set(plan["pool_epochs"])
-    assert plan["selected_epochs"] == [6, 8, 10]
-    assert plan["last_k_epochs"] == [8, 9, 10]
-    assert plan["final_epoch"] == 10
+        sel = plan(scores, 3, 0.5, epochs=epochs)
+    record = sel.to_record()
+    assert record["pool_epochs"] == [6, 7, 8, 9, 10]
+    assert record["selected_epochs"][-1] == 10 and len(record["selected_epochs"]) == 3
+    assert set(record["selected_epochs"]) <= set(record["pool_epochs"])
+    assert record["selected_epochs"] == [6, 8, 10]
+    assert record["last_k_epochs"] == [8, 9, 10]
+    assert record["final_epoch"] == 10
+    assert sel.note is None
+
+
+def test_a_selection_record_reads_back_as_the_same_selection():
+    sel = plan([0.3, 0.1, 0.25, 0.2, 0.05, 0.15], 3, 0.9, epochs=[2, 4, 6, 8, 10, 12])
+    record = json.loads(json.dumps(sel.to_record()))  # as a stage writes and reads it
+    assert Selection.from_record(record) == sel
+    del record["pool_epochs"]
+    with pytest.raises(InputError, match="not a selection record"):
+        Selection.from_record(record)
+
+
+def test_k_at_least_the_pool_keeps_it_and_says_how_to_select():
+    sel = plan([0.3, 0.2, 0.1], 5, 1.0)
+    assert sel.chosen == (0, 1, 2)
+    assert "keeps the whole pool" in sel.note
+
+
+def test_one_logit_heads_use_the_last_k_of_the_pool():
+    sigma = sigma_cos_series([np.ones((1, 4))] * 6)
+    assert all(np.isnan(sigma))
+    sel = plan(sigma, 2, 1.0, binary=True)
+    assert sel.chosen == (4, 5) and "one-logit" in sel.note
+
+
+def test_sigma_cos_series_names_the_bad_checkpoint():
+    good = np.eye(3)
+    with pytest.raises(InputError, match="run-0/epoch-002: the head holds NaN"):
+        sigma_cos_series([good, np.full((3, 3), np.nan)], ["run-0/epoch-001", "run-0/epoch-002"])
+    assert sigma_cos_series([good]) == [sigma_cos(good)]

@@ -53,8 +53,9 @@ def _imports(path: Path) -> set[str]:
                 continue
             out.add(mod)
             out |= {f"{mod}.{a.name}" for a in node.names if _module_file(f"{mod}.{a.name}")}
-    # a package that imports all its modules (ncip.study.scores registers its methods this way)
-    if path.name == "__init__.py" and "pkgutil.iter_modules(__path__)" in path.read_text():
+    # a module that imports every module of its own package (ncip.study.datasets' __init__, and
+    # ncip.study.scores.registry when a method is first looked up)
+    if "pkgutil.iter_modules(" in path.read_text():
         out |= {f"{pkg}.{p.stem}" for p in path.parent.glob("*.py") if p.stem != "__init__"}
     return out
 

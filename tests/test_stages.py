@@ -2,6 +2,8 @@
 
 import importlib.util
 import json
+import subprocess
+import sys
 
 import pytest
 from helpers import ROOT
@@ -31,8 +33,9 @@ def existing(tmp_path):
 @pytest.mark.parametrize(
     "k,alpha,match",
     [
-        (0, 0.9, "k must be a positive"),
-        (-2, 0.9, "k must be a positive"),
+        (0, 0.9, "k must be an integer of at least 2"),
+        (-2, 0.9, "k must be an integer of at least 2"),
+        (1, 0.9, "k must be an integer of at least 2"),
         (5, 0.0, "alpha"),
         (5, 1.5, "alpha"),
     ],
@@ -234,6 +237,25 @@ def test_stages_chain_on_the_tiny_run(tiny_run, tmp_path):
     assert r.exit_code == 0, r.output
     cost = json.loads((scores / "ncip-cost.json").read_text())
     assert cost["predicted_checkpoints"] == len(wanted) and cost["predict"] > 0
+    # score-ncip reads Parquet and one record: it runs without importing PyTorch (or any
+    # baseline's module), and computes the same table as in-process
+    code = (
+        "import runpy, sys\n"
+        "sys.argv = ['score_ncip.py', '--predictions', sys.argv[1], '--selection', sys.argv[2],"
+        " '--out', sys.argv[3], '--cost-out', sys.argv[4]]\n"
+        "try:\n"
+        f"    runpy.run_path({str(ROOT / 'stages' / 'score_ncip.py')!r}, run_name='__main__')\n"
+        "except SystemExit as e:\n"
+        "    assert not e.code, e.code\n"
+        "print('torch imported' if 'torch' in sys.modules else 'no torch')\n"
+    )
+    again = [str(pred), str(sel), str(tmp_path / "again.parquet"), str(tmp_path / "c.json")]
+    r2 = subprocess.run([sys.executable, "-c", code, *again], capture_output=True, text=True)
+    assert r2.returncode == 0, r2.stderr
+    assert r2.stdout.strip().splitlines()[-1] == "no torch"
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(tmp_path / "again.parquet"), pd.read_parquet(scores / "ncip.parquet")
+    )
     params = tmp_path / "params.yaml"
     params.write_text(
         "subjects: [digits-lenet5]\nruns: [0]\nbaselines:\n"

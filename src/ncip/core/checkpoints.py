@@ -10,7 +10,8 @@ the others, which is what checkpoint selection needs.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,17 +47,13 @@ def safetensors_header(p: Path) -> dict[str, str]:
         ) from None
 
 
-def read_safetensors(path: Path, keys: list[str] | None = None) -> dict:
-    """Tensors of a safetensors file by name (all with ``keys`` None), on the CPU;
-    CheckpointError naming the file if it is unreadable or lacks one."""
+@contextmanager
+def _reading(path: Path, framework: str = "pt") -> Iterator[Any]:
+    """The open safetensors file; CheckpointError naming the file if it is unreadable."""
     safetensors_header(path)
     try:
-        with safetensors_open(path) as f:
-            names = list(f.keys())
-            missing = [k for k in keys or () if k not in names]
-            if missing:
-                raise CheckpointError(f"{path} has no tensor {missing[0]!r}")
-            return {k: f.get_tensor(k) for k in (keys if keys is not None else names)}
+        with safetensors_open(path, framework) as f:
+            yield f
     except CheckpointError:
         raise
     except Exception as e:  # noqa: BLE001
@@ -64,6 +61,17 @@ def read_safetensors(path: Path, keys: list[str] | None = None) -> dict:
             f"{path} could not be read (truncated or corrupt? "
             f"{str(e).strip().splitlines()[0][:160]})"
         ) from None
+
+
+def read_safetensors(path: Path, keys: list[str] | None = None) -> dict:
+    """Tensors of a safetensors file by name (all with ``keys`` None), on the CPU;
+    CheckpointError naming the file if it is unreadable or lacks one."""
+    with _reading(path) as f:
+        names = list(f.keys())
+        missing = [k for k in keys or () if k not in names]
+        if missing:
+            raise CheckpointError(f"{path} has no tensor {missing[0]!r}")
+        return {k: f.get_tensor(k) for k in (keys if keys is not None else names)}
 
 
 # What must agree between the ncip checkpoints of one run (where a file records it).
@@ -163,19 +171,10 @@ def read_tensor(path: Path | str, key: str) -> np.ndarray:
 def _dtype(path: Path, key: str) -> str:
     """The safetensors dtype name of tensor ``key`` (``F32``, ``BF16``, ...), read from the
     header; CheckpointError naming the file if it is unreadable or lacks the tensor."""
-    safetensors_header(path)
-    try:
-        with safetensors_open(path, "np") as f:
-            if key not in f.keys():
-                raise CheckpointError(f"{path} has no tensor {key!r}")
-            return str(f.get_slice(key).get_dtype())
-    except CheckpointError:
-        raise
-    except Exception as e:  # noqa: BLE001
-        raise CheckpointError(
-            f"{path} could not be read (truncated or corrupt? "
-            f"{str(e).strip().splitlines()[0][:160]})"
-        ) from None
+    with _reading(path, "np") as f:
+        if key not in f.keys():
+            raise CheckpointError(f"{path} has no tensor {key!r}")
+        return str(f.get_slice(key).get_dtype())
 
 
 def read_head(path: Path | str) -> np.ndarray:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -80,31 +82,170 @@ def select_checkpoints(nc_scores: ArrayLike, k: int) -> np.ndarray:
     return np.flatnonzero(selected)
 
 
-def plan_selection(epochs: Sequence[int], nc_scores: ArrayLike, k: int, alpha: float) -> dict:
-    """Everything the scoring stages need from checkpoint selection, as a JSON-able record.
+def check_k_alpha(k: int, alpha: float) -> None:
+    """K an integer of at least 2 (NCIP compares checkpoints), alpha in (0, 1]."""
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 2:
+        raise InputError(
+            f"k must be an integer of at least 2 (NCIP compares checkpoints), got {k!r}"
+        )
+    candidate_pool(1, alpha)  # InputError naming alpha when it is not in (0, 1]
 
-    ``epochs`` and ``nc_scores`` describe all m checkpoints in epoch order. Returns the
-    candidate pool, the NC-selected epochs (Algorithm 1 over the pool) and, for the "TVD only"
-    ablation, the last k epochs of the run (no NC selection, no pool).
+
+def checked_pool(m: int, k: int, alpha: float) -> np.ndarray:
+    """The candidate pool of m checkpoints, after refusing a K or alpha that leaves fewer than
+    two checkpoints to compare."""
+    check_k_alpha(k, alpha)
+    pool = candidate_pool(m, alpha)
+    if len(pool) < 2 and m >= 2:
+        need = math.ceil(1.5 / m * 100) / 100
+        raise InputError(
+            f"alpha {alpha:g} leaves {len(pool)} of {m} checkpoints in the pool; NCIP "
+            f"compares at least two: use --alpha {need:.2f} or more"
+        )
+    return pool
+
+
+def selection_note(m: int, pool: int, k: int, alpha: float) -> str | None:
+    """One plain line when K >= the pool (selection then keeps everything), saying what would
+    make it select; None otherwise."""
+    if k < pool:
+        return None
+    line = (
+        f"K = {k} is at least the {pool} checkpoints in the pool (the last {alpha:g} of "
+        f"{m}): selection keeps the whole pool, so sigma_cos chooses nothing"
+    )
+    if pool <= 2:
+        return line + "; keep more checkpoints for NCIP to select from"
+    hint = f"use --k below {pool} (e.g. --k {max(2, pool // 2)})"
+    if m > k:
+        a = math.ceil((k + 0.5) / m * 100) / 100
+        if a <= 1:
+            hint += f" or --alpha {a:.2f} or more"
+    return f"{line}; {hint}, or keep more checkpoints"
+
+
+def sigma_cos_series(heads: Iterable[ArrayLike], names: Sequence[str] | None = None) -> list[float]:
+    """σ_cos of every checkpoint's head over a run, in training order: NaN for a one-row
+    (binary) head, which has no pair of class vectors. A bad head raises InputError naming its
+    checkpoint (``names[i]``, else its position)."""
+    out = []
+    for i, h in enumerate(heads):
+        W = np.asarray(h, dtype=np.float64)
+        W = W.reshape(W.shape[0], -1) if W.ndim > 2 else W
+        try:
+            out.append(float("nan") if W.ndim == 2 and W.shape[0] == 1 else sigma_cos(W))
+        except InputError as e:
+            where = names[i] if names is not None else f"checkpoint {i + 1}"
+            raise InputError(f"{where}: {e}") from None
+    return out
+
+
+@dataclass(frozen=True)
+class Selection:
+    """NCIP's checkpoint selection over one run: the one record both faces use (``ncip rank``
+    writes it with each checkpoint's file, the study as :meth:`to_record`).
+
+    ``epochs`` and ``sigma`` describe all m checkpoints in training order (epochs, or positions
+    1..m when a folder has none); ``pool`` and ``chosen`` are indices into them. ``note`` says,
+    in one line, when K keeps the whole pool or a one-logit head made Algorithm 1 moot.
     """
-    epochs = np.asarray(epochs, dtype=np.int64)
-    scores = np.asarray(nc_scores, dtype=np.float64)
-    if epochs.shape != scores.shape:
-        raise InputError("epochs and nc_scores must have the same length")
-    if np.any(np.diff(epochs) <= 0):
+
+    k: int
+    alpha: float
+    epochs: tuple[int, ...]
+    sigma: tuple[float, ...]
+    pool: tuple[int, ...]
+    chosen: tuple[int, ...]
+    note: str | None = None
+
+    @property
+    def final_epoch(self) -> int:
+        return self.epochs[-1]
+
+    @property
+    def pool_epochs(self) -> list[int]:
+        return [self.epochs[i] for i in self.pool]
+
+    @property
+    def selected_epochs(self) -> list[int]:
+        return [self.epochs[i] for i in self.chosen]
+
+    @property
+    def last_k_epochs(self) -> list[int]:
+        """The "TVD only" ablation's checkpoints: the last K of the run, no NC selection."""
+        return list(self.epochs[-self.k :])
+
+    def to_record(self) -> dict[str, Any]:
+        """The JSON-able record (what select-checkpoints writes; :meth:`from_record` reads it)."""
+        return {
+            "k": self.k,
+            "alpha": self.alpha,
+            "num_checkpoints": len(self.epochs),
+            "final_epoch": self.final_epoch,
+            "pool_epochs": self.pool_epochs,
+            "selected": [
+                {"epoch": self.epochs[i], "sigma_cos": self.sigma[i]} for i in self.chosen
+            ],
+            "selected_epochs": self.selected_epochs,
+            "last_k_epochs": self.last_k_epochs,
+            "sigma_cos": dict(zip(self.epochs, self.sigma, strict=True)),
+        }
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Selection:
+        """The selection a :meth:`to_record` record holds; InputError naming what is missing or
+        inconsistent."""
+        try:
+            sig = {int(e): float(s) for e, s in record["sigma_cos"].items()}
+            epochs = tuple(sorted(sig))
+            where = {e: i for i, e in enumerate(epochs)}
+            pool = tuple(where[int(e)] for e in record["pool_epochs"])
+            chosen = tuple(where[int(e)] for e in record["selected_epochs"])
+            k, alpha = int(record["k"]), float(record["alpha"])
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise InputError(f"not a selection record ({type(e).__name__}: {e})") from None
+        if not chosen or not set(chosen) <= set(pool):
+            raise InputError("not a selection record: the selected epochs are not in the pool")
+        return cls(k, alpha, epochs, tuple(sig[e] for e in epochs), pool, chosen)
+
+
+def plan(
+    sigma: Sequence[float],
+    k: int,
+    alpha: float,
+    epochs: Sequence[int] | None = None,
+    binary: bool = False,
+) -> Selection:
+    """NCIP's selection over m checkpoints in training order: the candidate pool, then
+    Algorithm 1 over its σ_cos (``binary``: the last K of the pool, since a one-logit head,
+    extended to two as [-w, w], has the same geometry at every checkpoint). Refuses a K or
+    alpha that leaves fewer than two checkpoints: NCIP compares checkpoints, and with one the
+    TVD is 0 and NCIP is the margin alone. ``epochs`` default to positions 1..m."""
+    s = np.asarray(sigma, dtype=np.float64)
+    m = len(s)
+    ep = np.arange(1, m + 1) if epochs is None else np.asarray(epochs, dtype=np.int64)
+    if ep.shape != s.shape:
+        raise InputError(f"{len(ep)} epochs for {m} sigma_cos values")
+    if np.any(np.diff(ep) <= 0):
         raise InputError("epochs must be strictly increasing")
-    if isinstance(k, bool) or int(k) != k or k <= 0:
-        raise InputError(f"k must be a positive integer, got {k!r}")
-    pool = candidate_pool(len(epochs), alpha)
-    chosen = pool[select_checkpoints(scores[pool], int(k))]
-    return {
-        "k": int(k),
-        "alpha": float(alpha),
-        "num_checkpoints": int(len(epochs)),
-        "final_epoch": int(epochs[-1]),
-        "pool_epochs": epochs[pool].tolist(),
-        "selected": [{"epoch": int(epochs[i]), "sigma_cos": float(scores[i])} for i in chosen],
-        "selected_epochs": epochs[chosen].tolist(),
-        "last_k_epochs": epochs[-int(k) :].tolist(),
-        "sigma_cos": {int(e): float(s) for e, s in zip(epochs, scores, strict=True)},
-    }
+    pool = checked_pool(m, k, alpha)
+    if binary:
+        chosen = pool[-min(int(k), len(pool)) :]
+        note: str | None = (
+            f"one-logit (binary) head: sigma_cos needs two class vectors, so NCIP uses the last "
+            f"{len(chosen)} checkpoints of the pool of {len(pool)} instead of Algorithm 1"
+        )
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the note says it better
+            chosen = pool[select_checkpoints(s[pool], k)]
+        note = selection_note(m, len(pool), k, alpha)
+    return Selection(
+        int(k),
+        float(alpha),
+        tuple(int(e) for e in ep),
+        tuple(float(v) for v in s),
+        tuple(int(i) for i in pool),
+        tuple(int(i) for i in chosen),
+        note,
+    )

@@ -7,6 +7,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -15,6 +16,9 @@ from ncip.core.collapse import candidate_pool, select_checkpoints
 from ncip.core.errors import InputError
 from ncip.core.metrics import fault_types, order_from_scores, rauc
 from ncip.core.scores import ncip_score, tvd
+
+if TYPE_CHECKING:
+    from ncip.study.stage import SelectionRecord
 
 
 def weak_collapse_curve(
@@ -95,7 +99,7 @@ class RunAnalysis:
 def analyze_run(
     predictions: str | Path,
     checkpoints: str | Path,
-    plan: dict,
+    rec: SelectionRecord,
     k: int,
     alpha: float,
     steps: list[int],
@@ -117,17 +121,22 @@ def analyze_run(
             f"{predictions} holds epochs {epochs.tolist()} but {checkpoints} holds "
             f"{have}; re-run predict-probabilities"
         )
-    sigma = np.array([plan["sigma_cos"][str(e)] for e in have])
+    sel = rec.selection
+    if list(sel.epochs) != have:
+        raise InputError(
+            f"the selection record covers epochs {list(sel.epochs)} but {checkpoints} holds "
+            f"{have}; re-run select-checkpoints"
+        )
+    sigma = np.array(sel.sigma)
     tv = tvd_curve(probs, labels)
     weak = weak_collapse_curve(probs, labels, sigma, k, alpha, steps + [len(have)], seed)
     rng = np.random.default_rng(seed)
     sub = np.sort(rng.choice(len(labels), min(tsne_points, len(labels)), replace=False))
-    nc = [have.index(e) for e in plan["selected_epochs"]]
     return RunAnalysis(
-        f"{plan['subject']} run {plan['run']}",
+        f"{rec.subject} run {rec.run}",
         tv,
         weak.drop_duplicates("checkpoints"),
         probs[-1][sub],
-        probs[nc][:, sub].mean(0),
+        probs[list(sel.chosen)][:, sub].mean(0),
         probs[-1][sub].argmax(1) != labels[sub],
     )

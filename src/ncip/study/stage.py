@@ -13,9 +13,11 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ncip.core.collapse import Selection
 from ncip.core.errors import InputError, NcipError, user_errors
 from ncip.core.logs import setup_logging
 
@@ -107,6 +109,36 @@ def read_record(path: Path, made_by: str, keys: Sequence[str] = ()) -> dict:
     if missing:
         raise StageError(f"{path} lacks {', '.join(missing)}; run {made_by} again")
     return record
+
+
+@dataclass(frozen=True)
+class SelectionRecord:
+    """What select-checkpoints writes for one run and score-ncip and analyze-checkpoints read:
+    NCIP's :class:`~ncip.core.collapse.Selection` with the run it belongs to and its seconds."""
+
+    selection: Selection
+    subject: str
+    run: int
+    seconds: float
+
+    def write(self, path: Path) -> None:
+        from ncip.core.io import write_json
+
+        write_json(
+            path,
+            {**self.selection.to_record(), "seconds": self.seconds, "subject": self.subject,
+             "run": self.run},
+        )  # fmt: skip
+
+    @classmethod
+    def read(cls, path: Path) -> SelectionRecord:
+        """StageError naming the file when it is missing, not JSON or not a selection."""
+        record = read_record(path, "select-checkpoints", ["subject", "run", "seconds"])
+        try:
+            selection = Selection.from_record(record)
+        except InputError as e:
+            raise StageError(f"{path}: {e}; run select-checkpoints again") from None
+        return cls(selection, str(record["subject"]), int(record["run"]), float(record["seconds"]))
 
 
 def split_list(value: str) -> list[str]:

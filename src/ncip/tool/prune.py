@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ncip.core.collapse import ALPHA, K
+from ncip.core.collapse import ALPHA, K, plan
 from ncip.core.errors import NcipError
 from ncip.core.io import write_json
 from ncip.tool.files import follow_umask
@@ -149,7 +149,6 @@ def plan_prune(
     """What :func:`apply_prune` would keep and delete (nothing is touched)."""
     from ncip.tool.modelsource import load_model, recorded_head
     from ncip.tool.rank import head_sigma
-    from ncip.tool.ranking import plan
 
     folder = Path(folder)
     if not folder.is_dir():
@@ -164,8 +163,7 @@ def plan_prune(
     if lm is None:
         lm = load_model(model, cs, num_classes, prefix, head, "cpu")
     usable, sigma, _ = head_sigma(lm, cs, skip_bad=False)
-    pool, chosen, _ = plan(sigma, int(k), alpha)
-    keep = [cs[usable[i]] for i in chosen]
+    keep = [cs[usable[i]] for i in plan(sigma, int(k), alpha).chosen]
     kept = {c.path for c in keep}
     delete = [c for c in cs if c.path not in kept]
     record = {

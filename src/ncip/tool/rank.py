@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ncip.core.collapse import ALPHA, K
+from ncip.core.collapse import ALPHA, K, Selection, plan, sigma_cos_series
 from ncip.core.engine import Engine, EngineConfig, resolve_device
 from ncip.core.logs import log, progress_bar
 from ncip.tool.compare import compare_orders
@@ -44,8 +44,6 @@ from ncip.tool.ranking import (
     TVDAccumulator,
     class_probs,
     ncip_table,
-    plan,
-    plan_last_k,
     selection_record,
 )
 from ncip.tool.tensors import read_tensors, tensor_shapes
@@ -125,9 +123,7 @@ def head_sigma(
     lm: LoadedModel | HeadRef, cs: CheckpointSet, skip_bad: bool
 ) -> tuple[list[int], list[float], list[str]]:
     """(usable checkpoint indices, their σ_cos, the names dropped) from head tensors alone."""
-    from ncip.core.collapse import sigma_cos
-
-    keep, sigma, dropped = [], [], []
+    keep, heads, dropped = [], [], []
     for i, ck in enumerate(cs):
         W = read_tensors(ck, [lm.head_key])[lm.head_key].double().numpy()
         W = W.reshape(W.shape[0], -1)
@@ -143,8 +139,8 @@ def head_sigma(
             dropped.append(ck.name)
             continue
         keep.append(i)
-        sigma.append(sigma_cos(W) if W.shape[0] >= 2 else float("nan"))
-    return keep, sigma, dropped
+        heads.append(W)
+    return keep, sigma_cos_series(heads, [cs[i].name for i in keep]), dropped
 
 
 MAX_INPUT = 1e15  # no preprocessing brings a value this large to a model's range
@@ -270,8 +266,8 @@ def rank(
         )
     if pruned:  # the folder holds NCIP's selection already: use it as it is
         k, alpha = pruned["k"], pruned["alpha"]
-    pool, chosen, whole = _plan(sigma, len(usable), int(k), alpha, binary, pruned, note)
-    selected = [cs[usable[i]] for i in chosen]
+    sel = _plan(sigma, len(usable), int(k), alpha, binary, pruned, note)
+    selected = [cs[usable[i]] for i in sel.chosen]
     engine = Engine(
         lm.model,
         dev,
@@ -283,12 +279,7 @@ def rank(
     table, score, ranked = ncip_table(final_probs, acc.tvd(), inp.ids, inp.y, seed)
     record = selection_record(
         [cs[i].describe() for i in usable],
-        sigma,
-        pool,
-        chosen,
-        int(k),
-        alpha,
-        whole,
+        sel,
         order=cs.order,
         final=str(selected[-1].path),
         head=lm.head_key,
@@ -305,7 +296,7 @@ def rank(
     ev = compare_orders(final_probs, score, inp.y, seed) if inp.y is not None else None
     record["seconds"] = seconds = time.perf_counter() - t0
     notes.append(
-        f"ranked {len(inp)} inputs with {len(used)} checkpoints (selected from {len(pool)} in "
+        f"ranked {len(inp)} inputs with {len(used)} checkpoints (selected from {len(sel.pool)} in "
         f"the pool of {len(cs)}) in {seconds:.1f} s"
     )
     return Ranking(table, record, ev, notes, ranked, inp)
@@ -350,20 +341,22 @@ def _classes(lm: LoadedModel, cs, pre, inp: Inputs, dev, head: str | None) -> tu
     return (2 if binary else classes), binary
 
 
-def _plan(sigma, usable: int, k: int, alpha: float, binary: bool, pruned, note):
-    """(pool, chosen, note on the whole pool): Algorithm 1, the last K for one-logit models
-    (their σ_cos is the same at every checkpoint), or a pruned folder's checkpoints as they are."""
+def _plan(sigma, usable: int, k: int, alpha: float, binary: bool, pruned, note) -> Selection:
+    """Algorithm 1, the last K for one-logit models (their σ_cos is the same at every
+    checkpoint), or a pruned folder's checkpoints as they are; a note on the whole pool."""
     if pruned:
         note(
             f"this folder was pruned to NCIP's selection (k = {pruned['k']}, alpha = "
             f"{pruned['alpha']:g}; {pruned['ordered_by']}): its {usable} checkpoints are "
             "used as selected"
         )
-        return np.arange(usable), np.arange(usable), None
-    pool, chosen, whole = plan_last_k(len(sigma), k, alpha) if binary else plan(sigma, k, alpha)
-    if whole:
-        note(whole)
-    return pool, chosen, whole
+        every = tuple(range(usable))
+        positions = tuple(range(1, usable + 1))
+        return Selection(k, float(alpha), positions, tuple(sigma), every, every)
+    sel = plan(sigma, k, alpha, binary=binary)
+    if sel.note:
+        note(sel.note)
+    return sel
 
 
 def _stream(engine: Engine, lm: LoadedModel, selected: list, inp: Inputs, classes: int,

@@ -11,15 +11,13 @@ TVD is accumulated checkpoint by checkpoint against the final checkpoint's proba
 
 from __future__ import annotations
 
-import math
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ncip.core.collapse import ALPHA, K, candidate_pool, select_checkpoints, sigma_cos
+from ncip.core.collapse import ALPHA, K, Selection, check_k_alpha, plan, sigma_cos_series
 from ncip.core.errors import InputError
 from ncip.core.metrics import order_from_scores
 from ncip.core.scores import margin, softmax64, zscore
@@ -71,90 +69,13 @@ class TVDAccumulator:
 # Selection
 
 
-def selection_note(m: int, pool: int, k: int, alpha: float) -> str | None:
-    """One plain line when K >= the pool (selection then keeps everything), saying what would
-    make it select; None otherwise."""
-    if k < pool:
-        return None
-    line = (
-        f"K = {k} is at least the {pool} checkpoints in the pool (the last {alpha:g} of "
-        f"{m}): selection keeps the whole pool, so sigma_cos chooses nothing"
-    )
-    if pool <= 2:
-        return line + "; keep more checkpoints for NCIP to select from"
-    hint = f"use --k below {pool} (e.g. --k {max(2, pool // 2)})"
-    if m > k:
-        a = math.ceil((k + 0.5) / m * 100) / 100
-        if a <= 1:
-            hint += f" or --alpha {a:.2f} or more"
-    return f"{line}; {hint}, or keep more checkpoints"
-
-
-def check_k_alpha(k: int, alpha: float) -> None:
-    """K an integer of at least 2 (NCIP compares checkpoints), alpha in (0, 1]."""
-    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 2:
-        raise InputError(
-            f"k must be an integer of at least 2 (NCIP compares checkpoints), got {k!r}"
-        )
-    candidate_pool(1, alpha)  # InputError naming alpha when it is not in (0, 1]
-
-
-def checked_pool(m: int, k: int, alpha: float) -> np.ndarray:
-    """The candidate pool of m checkpoints, after refusing a K or alpha that leaves fewer than
-    two checkpoints to compare."""
-    check_k_alpha(k, alpha)
-    pool = candidate_pool(m, alpha)
-    if len(pool) < 2 and m >= 2:
-        need = math.ceil(1.5 / m * 100) / 100
-        raise InputError(
-            f"alpha {alpha:g} leaves {len(pool)} of {m} checkpoints in the pool; NCIP "
-            f"compares at least two: use --alpha {need:.2f} or more"
-        )
-    return pool
-
-
-def plan(sigma: Sequence[float], k: int, alpha: float) -> tuple[np.ndarray, np.ndarray, str | None]:
-    """(pool indices, selected indices, note) over m checkpoints in training order. Refuses a
-    K or alpha that leaves fewer than two checkpoints: NCIP compares checkpoints, and with one
-    the TVD is 0 and NCIP is the margin alone."""
-    s = np.asarray(sigma, dtype=np.float64)
-    pool = checked_pool(len(s), k, alpha)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the note below says it better
-        chosen = pool[select_checkpoints(s[pool], k)]
-    return pool, chosen, selection_note(len(s), len(pool), k, alpha)
-
-
-def plan_last_k(m: int, k: int, alpha: float) -> tuple[np.ndarray, np.ndarray, str]:
-    """The last K of the pool, for a one-logit (binary) head: σ_cos needs at least two class
-    vectors, and the head extended to two ([-w, w]) has the same geometry at every checkpoint,
-    so it cannot tell them apart."""
-    pool = checked_pool(m, k, alpha)
-    chosen = pool[-min(int(k), len(pool)) :]
-    return (
-        pool,
-        chosen,
-        (
-            f"one-logit (binary) head: sigma_cos needs two class vectors, so NCIP uses the last "
-            f"{len(chosen)} checkpoints of the pool of {len(pool)} instead of Algorithm 1"
-        ),
-    )
-
-
 def selection_record(
-    candidates: list[dict[str, Any]],
-    sigma: Sequence[float],
-    pool: np.ndarray,
-    chosen: np.ndarray,
-    k: int,
-    alpha: float,
-    note: str | None,
-    **extra: Any,
+    candidates: list[dict[str, Any]], sel: Selection, **extra: Any
 ) -> dict[str, Any]:
     """The JSON record of a selection: every candidate with σ_cos, the pool, the selected."""
-    pool_set, chosen_set = set(pool.tolist()), set(chosen.tolist())
+    pool_set, chosen_set = set(sel.pool), set(sel.chosen)
     rows = []
-    for i, (c, s) in enumerate(zip(candidates, sigma, strict=True)):
+    for i, (c, s) in enumerate(zip(candidates, sel.sigma, strict=True)):
         rows.append(
             {
                 "position": i + 1,
@@ -165,13 +86,13 @@ def selection_record(
             }
         )
     return {
-        "k": int(k),
-        "alpha": float(alpha),
+        "k": sel.k,
+        "alpha": sel.alpha,
         "num_checkpoints": len(rows),
-        "pool_size": len(pool),
-        "selected_count": len(chosen),
-        "whole_pool": note is not None,
-        "note": note,
+        "pool_size": len(sel.pool),
+        "selected_count": len(sel.chosen),
+        "whole_pool": sel.note is not None,
+        "note": sel.note,
         **extra,
         "checkpoints": rows,
     }
@@ -324,10 +245,10 @@ def rank_probs(
     check_k_alpha(k, alpha)
     m = len(seq)
     kind, why = decide_kind(seq, kind)
-    sigma, pool, chosen, note = _select(m, heads, sigma, k, alpha)
-    final = _as_probs(seq[chosen[-1]], kind, f"checkpoint {int(chosen[-1])}'s predictions")
+    sel = _select(m, heads, sigma, k, alpha)
+    final = _as_probs(seq[sel.chosen[-1]], kind, f"checkpoint {sel.chosen[-1]}'s predictions")
     acc = TVDAccumulator(final)
-    for i in chosen[:-1]:
+    for i in sel.chosen[:-1]:
         p = _as_probs(seq[i], kind, f"checkpoint {int(i)}'s predictions")
         if p.shape != final.shape:
             raise InputError(
@@ -340,17 +261,12 @@ def rank_probs(
     table, score, order = ncip_table(final, acc.tvd(), ids_arr, y, seed)
     record = selection_record(
         [{"index": i} for i in range(m)],
-        sigma,
-        pool,
-        chosen,
-        k,
-        alpha,
-        note,
-        selected_by="sigma_cos" if heads is not None or not np.isnan(sigma[0]) else "all given",
+        sel,
+        selected_by="sigma_cos" if heads is not None or not np.isnan(sel.sigma[0]) else "all given",
     )
     record["treated_as"] = why
     ev = compare_orders(final, score, y, seed) if y is not None else None
-    notes = [f"predictions treated as {why}"] + ([note] if note else [])
+    notes = [f"predictions treated as {why}"] + ([sel.note] if sel.note else [])
     return Ranking(table, record, ev, notes, order)
 
 
@@ -378,9 +294,9 @@ def _select(
     sigma: Sequence[float] | None,
     k: int,
     alpha: float,
-) -> tuple[list[float], np.ndarray, np.ndarray, str | None]:
-    """σ_cos per checkpoint, the candidate pool and the K chosen (Algorithm 1 when heads or
-    sigma are given, the last K of the pool for a one-row binary head, else every checkpoint)."""
+) -> Selection:
+    """The selection: Algorithm 1 when heads or sigma are given (the last K of the pool for a
+    one-row binary head), else every checkpoint."""
     if heads is not None and sigma is not None:
         raise InputError("give heads or sigma, not both")
     binary_head = False
@@ -389,14 +305,16 @@ def _select(
         if len(shapes) != 1 or len(next(iter(shapes))) != 2:
             raise InputError(f"heads must be matrices [C, d] of one shape, got {sorted(shapes)}")
         binary_head = next(iter(shapes))[0] == 1
-        sigma = [float("nan") if binary_head else sigma_cos(np.asarray(h)) for h in heads]
+        sigma = sigma_cos_series(heads)
     if sigma is None:
-        everything = np.arange(m)
-        return [float("nan")] * m, everything, everything, None
+        everything = tuple(range(m))
+        positions = tuple(range(1, m + 1))
+        return Selection(
+            int(k), float(alpha), positions, (float("nan"),) * m, everything, everything
+        )
     if len(sigma) != m:
         raise InputError(f"{len(sigma)} heads/sigma values for {m} checkpoints")
-    pool, chosen, note = plan_last_k(m, k, alpha) if binary_head else plan(sigma, k, alpha)
-    return list(sigma), pool, chosen, note
+    return plan(sigma, k, alpha, binary=binary_head)
 
 
 def _ids_labels(

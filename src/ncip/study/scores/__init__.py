@@ -1,11 +1,10 @@
 """Prioritization scores: NCIP's own (TVD, margin, NCIP) and the baseline methods' registry.
 
-Importing this package imports every module in it, which registers its methods (see
-:mod:`ncip.study.scores.registry`): adding a baseline is adding a module here.
+Every module in this package registers its methods (see :mod:`ncip.study.scores.registry`):
+adding a baseline is adding a module here. The registry imports them the first time a method
+is looked up, so a stage that needs one module (score-ncip: :mod:`.ncip`) does not import
+every baseline's dependencies (PyTorch, xgboost).
 """
-
-import importlib
-import pkgutil
 
 from ncip.core.scores import deepgini, entropy, margin, msp, ncip_score, pcs, tvd, zscore
 from ncip.study.scores.registry import (
@@ -17,9 +16,6 @@ from ncip.study.scores.registry import (
     register_method,
     resolve_options,
 )
-
-for _module in pkgutil.iter_modules(__path__):
-    importlib.import_module(f"{__name__}.{_module.name}")
 
 __all__ = [
     "MethodInfo",

@@ -15,6 +15,7 @@ inputs with labels replaced by -1. Methods that learn from labelled data (TDPR, 
 from __future__ import annotations
 
 import inspect
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -79,6 +80,31 @@ class MethodInfo:
 
 
 _METHODS: dict[str, MethodInfo] = {}
+_MODULE: dict[str, str] = {}  # method name -> the module that registered it
+_BUILTIN_LOADED = False
+
+
+def _load_builtin() -> None:
+    """Import every module of :mod:`ncip.study.scores` once (each registers its methods) the
+    first time methods are listed or looked up, then order the registry by module file name
+    (the built-in methods first), so the order does not depend on what was imported before."""
+    global _BUILTIN_LOADED
+    if _BUILTIN_LOADED:
+        return
+    _BUILTIN_LOADED = True
+    import importlib
+    import pkgutil
+
+    import ncip.study.scores as package
+
+    modules = [f"{package.__name__}.{m.name}" for m in pkgutil.iter_modules(package.__path__)]
+    for name in modules:
+        importlib.import_module(name)
+    rank = {m: i for i, m in enumerate(modules)}
+    order = sorted(_METHODS, key=lambda n: rank.get(_MODULE.get(n, ""), len(rank)))  # stable
+    items = [(n, _METHODS[n]) for n in order]
+    _METHODS.clear()
+    _METHODS.update(items)
 
 
 def _summary(obj) -> str:
@@ -96,6 +122,8 @@ def _register(info: MethodInfo) -> None:
             f"one of {FAMILIES}, got needs={list(info.needs)} family={info.family!r}"
         )
     _METHODS[info.name] = info
+    # the caller of register_method's decorator or of describe_method: the registering module
+    _MODULE[info.name] = sys._getframe(2).f_globals.get("__name__", "")
 
 
 def register_method(
@@ -151,10 +179,12 @@ def _named(m, name: str):
 
 def list_methods(family: str | None = "baseline") -> list[str]:
     """Registered method names in registration order (``family=None``: every family)."""
+    _load_builtin()
     return [n for n, i in _METHODS.items() if family is None or i.family == family]
 
 
 def method_info(name: str) -> MethodInfo:
+    _load_builtin()
     if name not in _METHODS:
         raise InputError(f"unknown method {name!r}; choose from {', '.join(list_methods(None))}")
     return _METHODS[name]
