@@ -9,12 +9,14 @@ K = 30 over the pool. Compared with loading every full model instead of only its
 
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 import typer
 
 from ncip.core.checkpoints import (
+    CheckpointMeta,
     checkpoint_name,
     list_checkpoints,
     load_model,
@@ -28,7 +30,7 @@ from ncip.core.models import create_model
 def main(sizes: str = "50,100,200,400,800", k: int = 30, repeats: int = 3) -> None:
     torch.manual_seed(0)
     model = create_model("lenet5", 10, 1)
-    meta = {"num_classes": 10, "in_channels": 1}
+    meta = CheckpointMeta(num_classes=10, in_channels=1)
     print(
         f"{'candidates':>10} | {'select (s)':>10} | {'per ckpt (ms)':>13} | "
         f"{'full loads (s)':>14} | ratio"
@@ -41,7 +43,7 @@ def main(sizes: str = "50,100,200,400,800", k: int = 30, repeats: int = 3) -> No
                 with torch.no_grad():
                     for p in model.parameters():
                         p.add_(torch.randn_like(p) * 0.01)
-                save_checkpoint(Path(d) / checkpoint_name(e), model, {**meta, "epoch": e})
+                save_checkpoint(Path(d) / checkpoint_name(e), model, replace(meta, epoch=e))
             made = m
             best = float("inf")
             for _ in range(repeats):

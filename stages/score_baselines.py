@@ -69,7 +69,7 @@ def main(
     # mutate): it is skipped with its reason, which the report lists. On the study's own
     # models every failure is a bug and stops the stage.
     table, cost = run_baselines(
-        ctx, methods, run, sets, skip_failures=final.meta.get("arch") == "external"
+        ctx, methods, run, sets, skip_failures=final.meta.arch == "external"
     )
     write_parquet(out, table)
     write_json(cost_out, cost)

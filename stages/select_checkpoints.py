@@ -42,7 +42,7 @@ def main(
     if sel.note:
         log.warning("%s", sel.note)
     meta = infos[-1].meta
-    record = SelectionRecord(sel, meta.get("subject", ""), meta.get("run", 0), 0.0)
+    record = SelectionRecord(sel, meta.subject or "", meta.run or 0, 0.0)
     selected = set(sel.selected_epochs)
     table = pd.DataFrame(
         {

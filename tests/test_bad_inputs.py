@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -135,7 +135,7 @@ def nan_head_select(t, b):
 
 
 def stray_checkpoint(t, b):
-    from ncip.core.checkpoints import save_checkpoint
+    from ncip.core.checkpoints import CheckpointMeta, save_checkpoint
     from ncip.core.models import create_model
 
     m = copy_models(t, b)
@@ -143,14 +143,14 @@ def stray_checkpoint(t, b):
     save_checkpoint(
         m / "epoch-007.safetensors",
         create_model("lenet5", 10),
-        {
-            "epoch": 7,
-            "num_classes": 10,
-            "subject": "fmnist-lenet5",
-            "run": 0,
-            "input_shape": [1, 28, 28],
-            "in_channels": 1,
-        },
+        CheckpointMeta(
+            epoch=7,
+            num_classes=10,
+            subject="fmnist-lenet5",
+            run=0,
+            input_shape=[1, 28, 28],
+            in_channels=1,
+        ),
     )
     return "rank", [m, "--inputs", b / "test.npz", "--out", t / "r.csv"], [t / "r.csv"]
 
@@ -644,7 +644,7 @@ def prune_tiny_alpha(t, b):
 def _writer_folder_naming(t, b, factory: str):
     """The tiny run's checkpoints re-recorded as a writer folder whose metadata names
     ``factory`` (a crafted folder: its model_def.py would leave a file `pwned` if run)."""
-    from ncip.core.checkpoints import read_meta, save_state
+    from ncip.core.checkpoints import CheckpointMeta, read_meta, save_state
 
     (t / "ck").mkdir()
     (t / "ck" / "model_def.py").write_text(
@@ -655,12 +655,9 @@ def _writer_folder_naming(t, b, factory: str):
     )
     for f in sorted((b / "models").glob("*.safetensors")):
         meta = read_meta(f)
-        meta = {
-            "epoch": meta["epoch"],
-            "head_key": meta["head_key"],
-            "num_classes": meta["num_classes"],
-            "factory": factory,
-        }
+        meta = CheckpointMeta(
+            epoch=meta.epoch, head_key=meta.head_key, num_classes=meta.num_classes, factory=factory
+        )
         save_state(t / "ck" / f.name, load_file(str(f)), meta)
     return "rank", [t / "ck", "--inputs", b / "test.npz", "--out", t / "r.csv"], [t / "r.csv"]
 
@@ -758,7 +755,7 @@ def trained_on_after_prune(t, b):
     copy_models(t, b)
     apply_prune(plan_prune(t / "models", k=3))
     last = sorted((t / "models").glob("*.safetensors"))[-1]
-    meta = {**read_meta(last), "epoch": 7}
+    meta = replace(read_meta(last), epoch=7)
     save_state(t / "models" / "epoch-007.safetensors", load_file(str(last)), meta)
     return "rank", [t / "models", "--inputs", b / "test.npz", "--out", t / "r.csv"], [t / "r.csv"]
 

@@ -162,13 +162,15 @@ def test_mixed_runs_of_ncip_checkpoints_are_refused(tiny_run, tmp_path):
 
     d = tmp_path / "m"
     shutil.copytree(tiny_run["dir"] / "models", d)
-    from ncip.core.checkpoints import save_checkpoint
+    from ncip.core.checkpoints import CheckpointMeta, save_checkpoint
     from ncip.core.models import create_model
     from ncip.tool.formats import check_consistent
 
     stray = create_model("lenet1", 10)
     save_checkpoint(
-        d / "epoch-099.safetensors", stray, {"epoch": 99, "num_classes": 10, "subject": "other"}
+        d / "epoch-099.safetensors",
+        stray,
+        CheckpointMeta(epoch=99, num_classes=10, subject="other"),
     )
     with pytest.raises(
         CheckpointError,

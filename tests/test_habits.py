@@ -325,6 +325,8 @@ def test_a_writer_folder_refuses_another_model(tmp_path):
 
 
 def test_a_recorded_factory_runs_only_when_trusted(tmp_path):
+    from dataclasses import replace
+
     from safetensors.torch import load_file
 
     from ncip.core.checkpoints import read_meta, save_state
@@ -336,7 +338,7 @@ def test_a_recorded_factory_runs_only_when_trusted(tmp_path):
     )
     spec = f"{tmp_path / 'model_def.py'}:MLP"
     for f in (tmp_path / "ck").glob("*.safetensors"):
-        save_state(f, load_file(str(f)), {**read_meta(f), "factory": spec})
+        save_state(f, load_file(str(f)), replace(read_meta(f), factory=spec))
     args = ["rank", str(tmp_path / "ck"), "--inputs", str(tmp_path / "test.npz"), "--quiet",
             "--out", str(tmp_path / "r.csv"), "--k", "3"]  # fmt: skip
     r = runner.invoke(app, args)

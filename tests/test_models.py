@@ -67,8 +67,8 @@ def test_extended_study_models_take_their_datasets_inputs(name, shape):
 
 def test_a_checkpoint_rebuilds_an_input_sized_model(tmp_path):
     """The MLP's first layer follows the recorded input shape (MNIST-1D: 1 x 1 x 40)."""
-    from ncip.core.checkpoints import build_model
+    from ncip.core.checkpoints import CheckpointMeta, build_model
 
-    m = build_model({"arch": "mlp", "num_classes": 10, "in_channels": 1,
-                     "input_shape": [1, 1, 40]})  # fmt: skip
+    m = build_model(CheckpointMeta(arch="mlp", num_classes=10, in_channels=1,
+                                   input_shape=[1, 1, 40]))  # fmt: skip
     assert m.backbone[1].in_features == 40

@@ -430,6 +430,6 @@ def test_selection_reads_heads_without_pytorch(tiny_run, tmp_path):
     assert r.stdout.strip().splitlines()[-1] == "no torch"
     assert json.loads((tmp_path / "sel.json").read_text())["selected_epochs"] == [4, 5, 6]
     info = list_checkpoints(models)[-1]
-    key = info.meta["head_key"]
+    key = info.meta.head_key
     by_torch = read_safetensors(info.path, [key])[key].double().numpy()
     assert np.array_equal(read_head(info.path), by_torch)

@@ -24,8 +24,8 @@ def test_training_writes_one_checkpoint_per_epoch(tiny_run):
     assert hist["loss"].iloc[-1] < hist["loss"].iloc[0]
     assert hist["test_acc"].iloc[-1] > 0.5  # it learned something real
     meta = read_meta(ckpts[-1].path)
-    assert meta["arch"] == "lenet5" and meta["epoch"] == 6 and meta["num_classes"] == 10
-    assert meta["config"]["seed"] == 0 and meta["subject"] == "digits-lenet5"
+    assert meta.arch == "lenet5" and meta.epoch == 6 and meta.num_classes == 10
+    assert meta.config["seed"] == 0 and meta.subject == "digits-lenet5"
 
 
 def test_head_read_matches_the_full_model_and_the_history(tiny_run):
@@ -97,7 +97,7 @@ def test_gpu_options_train_on_the_cpu_too_and_write_plain_checkpoints(tiny_run, 
     weights = load_file(str(tmp_path / "m" / "epoch-003.safetensors"))
     assert all(w.dtype == torch.float32 and w.is_contiguous() for w in weights.values())
     meta = read_meta(tmp_path / "m" / "epoch-003.safetensors")
-    assert all(meta["config"][k] == v for k, v in kw.items())
+    assert all(meta.config[k] == v for k, v in kw.items())
     assert load_model(tmp_path / "m" / "epoch-003.safetensors") is not None
 
 
@@ -190,7 +190,7 @@ def test_checkpoint_files_are_byte_identical_across_runs(tiny_run, tmp_path):
     info, splits, cfg = tiny_run["info"], tiny_run["splits"], tiny_run["cfg"]
     train_with_checkpoints(cfg, info, splits, tmp_path / "again", None, subject="digits-lenet5")
     assert _files(tmp_path / "again") == _files(tiny_run["dir"] / "models")
-    assert "seconds" not in read_meta(tmp_path / "again" / "epoch-006.safetensors")["metrics"]
+    assert "seconds" not in read_meta(tmp_path / "again" / "epoch-006.safetensors").metrics
 
 
 def test_a_diverging_run_stops_without_writing_nan_checkpoints(tiny_run, tmp_path):

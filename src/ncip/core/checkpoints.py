@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,69 @@ HEAD_KEY = "head.weight"
 
 class CheckpointError(NcipError, ValueError):
     """A checkpoint (or a folder of them) cannot be used; the message names the file and fix."""
+
+
+@dataclass(frozen=True)
+class CheckpointMeta:
+    """The ``ncip`` record in every ncip checkpoint's header: one schema for the study's
+    training, its import of models trained elsewhere and the tool's ``CheckpointWriter``.
+    Fields that do not apply are None and are not written; keys this version does not know are
+    kept in ``extra`` (and a writer's own ``extra=`` keys go there)."""
+
+    epoch: int | None = None
+    step: int | None = None
+    head_key: str = HEAD_KEY  # the classifier head's weight tensor (rows: class vectors)
+    num_classes: int | None = None
+    input_shape: list[int] | None = None
+    # an architecture of ncip.core.models (the study), or "external" (imported)
+    arch: str | None = None
+    in_channels: int | None = None
+    vocab_size: int | None = None
+    dataset: str | None = None
+    subject: str | None = None
+    run: int | None = None
+    config: dict[str, Any] | None = None  # the resolved training configuration
+    # a model built elsewhere: its factory ("module:callable"), head module, normalisation,
+    # or a Hugging Face architecture with its config (rebuilt without running code)
+    factory: str | None = None
+    head: str | None = None
+    mean: list[float] | None = None
+    std: list[float] | None = None
+    hf_architecture: str | None = None
+    hf_config: dict[str, Any] | None = None
+    # provenance
+    writer: str | None = None
+    run_id: str | None = None
+    source: str | None = None
+    metrics: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        return {**{k: v for k, v in out.items() if v is not None}, **self.extra}
+
+    @classmethod
+    def from_json(cls, record: Any, where: Path | str = "the checkpoint") -> CheckpointMeta:
+        """The record as written by :meth:`to_json`; CheckpointError naming ``where`` if it is
+        not a JSON object or a count is not an integer."""
+        if not isinstance(record, dict):
+            raise CheckpointError(f"{where} has an ncip metadata record that is not an object")
+        known = {f.name for f in fields(cls)} - {"extra"}
+        for key in ("epoch", "step", "num_classes", "in_channels", "vocab_size", "run"):
+            v = record.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+                raise CheckpointError(f"{where} records {key} = {v!r}, not an integer")
+        extra = {k: v for k, v in record.items() if k not in known}
+        return cls(**{k: v for k, v in record.items() if k in known}, extra=extra)
+
+    @classmethod
+    def from_header(cls, header: dict[str, str], path: Path | str) -> CheckpointMeta:
+        """The record of a safetensors header that holds one (under ``ncip``)."""
+        try:
+            record = json.loads(header["ncip"])
+        except ValueError:
+            raise CheckpointError(f"{path} has an unreadable ncip metadata record") from None
+        return cls.from_json(record, path)
 
 
 def safetensors_header(p: Path) -> dict[str, str]:
@@ -87,14 +150,14 @@ CONSISTENT_META = (
 )
 
 
-def check_metas(items: Iterable[tuple[Path, dict[str, Any]]]) -> None:
+def check_metas(items: Iterable[tuple[Path, CheckpointMeta]]) -> None:
     """The metadata records of one run's checkpoints agree on :data:`CONSISTENT_META`; the
     message names the file(s) that differ from the others."""
     from collections import Counter
 
     items = list(items)
     for key in CONSISTENT_META:
-        values = {p: json.dumps(m.get(key)) for p, m in items if m.get(key) is not None}
+        values = {p: json.dumps(getattr(m, key)) for p, m in items if getattr(m, key) is not None}
         counts = Counter(values.values())
         if len(counts) < 2:
             continue
@@ -111,7 +174,7 @@ def check_metas(items: Iterable[tuple[Path, dict[str, Any]]]) -> None:
 class CheckpointInfo:
     path: Path
     epoch: int
-    meta: dict[str, Any]
+    meta: CheckpointMeta
 
 
 def checkpoint_name(
@@ -127,23 +190,23 @@ def checkpoint_name(
     raise InputError("give the epoch or the step of the checkpoint")
 
 
-def save_state(path: Path | str, state: dict[str, torch.Tensor], meta: dict[str, Any]) -> None:
-    """Write a state dict and ``meta`` (JSON-able, under the header key ``ncip``) atomically.
+def save_state(path: Path | str, state: dict[str, torch.Tensor], meta: CheckpointMeta) -> None:
+    """Write a state dict and ``meta`` (as JSON, under the header key ``ncip``) atomically.
 
     Tensors are copied, so tensors that share memory (tied weights) can be written."""
     from safetensors.torch import save_file
 
     tensors = {k: v.detach().cpu().clone().contiguous() for k, v in state.items()}
     with atomic_path(path) as tmp:
-        save_file(tensors, str(tmp), metadata={"ncip": json.dumps(meta)})
+        save_file(tensors, str(tmp), metadata={"ncip": json.dumps(meta.to_json())})
 
 
-def save_checkpoint(path: Path | str, model: Classifier, meta: dict[str, Any]) -> None:
-    """Write the model's weights and ``meta`` (JSON-able) atomically."""
-    save_state(path, model.state_dict(), {"head_key": HEAD_KEY, "arch": model.arch, **meta})
+def save_checkpoint(path: Path | str, model: Classifier, meta: CheckpointMeta) -> None:
+    """Write one of the study's models (ncip.core.models) with ``meta`` atomically."""
+    save_state(path, model.state_dict(), replace(meta, head_key=HEAD_KEY, arch=model.arch))
 
 
-def read_meta(path: Path | str) -> dict[str, Any]:
+def read_meta(path: Path | str) -> CheckpointMeta:
     """The checkpoint's metadata record, read from the header alone."""
     header = safetensors_header(Path(path))
     if "ncip" not in header:
@@ -151,10 +214,7 @@ def read_meta(path: Path | str) -> dict[str, Any]:
             f"{path} is not an ncip checkpoint (no 'ncip' metadata record); "
             "rank it with `ncip rank --model ...`, or move it out of the run"
         )
-    try:
-        return json.loads(header["ncip"])
-    except ValueError:
-        raise CheckpointError(f"{path} has an unreadable ncip metadata record") from None
+    return CheckpointMeta.from_header(header, path)
 
 
 def read_tensor(path: Path | str, key: str) -> np.ndarray:
@@ -179,23 +239,25 @@ def _dtype(path: Path, key: str) -> str:
 
 def read_head(path: Path | str) -> np.ndarray:
     """The classifier head's weight matrix ``[C, d]`` (rows = class vectors)."""
-    return read_tensor(path, read_meta(path).get("head_key", HEAD_KEY))
+    return read_tensor(path, read_meta(path).head_key)
 
 
-def build_model(meta: dict[str, Any]) -> Classifier:
+def build_model(meta: CheckpointMeta) -> Classifier:
     """An untrained model of the architecture a checkpoint's metadata describes."""
     from ncip.core.models import create_model
 
-    if meta.get("arch") == "external":  # a model trained elsewhere, imported into the study
+    if meta.arch == "external":  # a model trained elsewhere, imported into the study
         from ncip.core.factory import build_external
 
         return build_external(meta)
+    if meta.arch is None or meta.num_classes is None:
+        raise CheckpointError("the checkpoint records no ncip architecture and class count")
     return create_model(
-        meta["arch"],
-        meta["num_classes"],
-        meta.get("in_channels", 1),
-        vocab_size=meta.get("vocab_size"),
-        input_shape=meta.get("input_shape"),
+        meta.arch,
+        meta.num_classes,
+        meta.in_channels or 1,
+        vocab_size=meta.vocab_size,
+        input_shape=meta.input_shape,
     )
 
 
@@ -228,17 +290,17 @@ def load_weights(model: Classifier, path: Path | str) -> Classifier:
 
 
 def check_data_matches(
-    info: Any, meta: dict[str, Any], data_dir: Path | str, checkpoint: Path
+    info: Any, meta: CheckpointMeta, data_dir: Path | str, checkpoint: Path
 ) -> None:
     """The prepared data is what the checkpoints were trained on (shape and classes)."""
-    if meta.get("input_shape") and list(meta["input_shape"]) != list(info.input_shape):
+    if meta.input_shape and list(meta.input_shape) != list(info.input_shape):
         raise CheckpointError(
             f"{data_dir} holds inputs of shape {list(info.input_shape)} but "
-            f"{checkpoint} was trained on {list(meta['input_shape'])}"
+            f"{checkpoint} was trained on {list(meta.input_shape)}"
         )
-    if meta.get("num_classes") and int(meta["num_classes"]) != info.num_classes:
+    if meta.num_classes and meta.num_classes != info.num_classes:
         raise CheckpointError(
-            f"{data_dir} has {info.num_classes} classes but {checkpoint} has {meta['num_classes']}"
+            f"{data_dir} has {info.num_classes} classes but {checkpoint} has {meta.num_classes}"
         )
 
 
@@ -251,7 +313,9 @@ def list_checkpoints(directory: Path | str) -> list[CheckpointInfo]:
     infos = []
     for p in d.glob("*.safetensors"):
         meta = read_meta(p)
-        infos.append(CheckpointInfo(p, int(meta["epoch"]), meta))
+        if meta.epoch is None:
+            raise CheckpointError(f"{p} records no epoch; it is not a checkpoint of a study run")
+        infos.append(CheckpointInfo(p, meta.epoch, meta))
     infos.sort(key=lambda c: c.epoch)
     epochs = [c.epoch for c in infos]
     if len(set(epochs)) != len(epochs):

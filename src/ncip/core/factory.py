@@ -14,11 +14,14 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch.nn as nn
 
 from ncip.core.errors import NcipError
+
+if TYPE_CHECKING:
+    from ncip.core.checkpoints import CheckpointMeta
 
 
 class ModelSourceError(NcipError, ValueError):
@@ -91,31 +94,33 @@ def callable_factory(fn: Callable, description: str) -> Factory:
     return Factory(build, takes, description)
 
 
-def hf_meta_factory(meta: dict) -> Factory:
+def hf_meta_factory(meta: CheckpointMeta) -> Factory:
     """A transformers model from the architecture and config the HF callback recorded."""
     import transformers
 
-    arch = meta["hf_architecture"]
+    arch = str(meta.hf_architecture)
     if not hasattr(transformers, arch):
         raise ModelSourceError(
             f"transformers has no architecture {arch!r} (recorded in the "
             "checkpoints); upgrade transformers or pass --model"
         )
     cls = getattr(transformers, arch)
-    config = cls.config_class.from_dict(meta["hf_config"])
+    config = cls.config_class.from_dict(meta.hf_config or {})
     return Factory(lambda _c: cls(config), False, f"transformers {arch} (config recorded)")
 
 
-def build_external(meta: dict) -> nn.Module:
+def build_external(meta: CheckpointMeta) -> nn.Module:
     """The :class:`ncip.core.models.ForeignClassifier` a study's imported checkpoint describes."""
     from ncip.core.models import ForeignClassifier
 
-    spec = meta.get("factory")
-    if meta.get("hf_architecture"):
+    spec = meta.factory
+    if meta.hf_architecture:
         factory = hf_meta_factory(meta)
     elif spec:
         factory = callable_factory(import_named(spec), spec)
     else:
         raise ModelSourceError("an imported checkpoint records no model factory")
-    net = factory.build(int(meta["num_classes"]) if factory.takes_num_classes else None)
-    return ForeignClassifier(net, meta["head"], meta.get("mean"), meta.get("std"))
+    if meta.head is None or (factory.takes_num_classes and meta.num_classes is None):
+        raise ModelSourceError("an imported checkpoint records no head module or class count")
+    net = factory.build(meta.num_classes if factory.takes_num_classes else None)
+    return ForeignClassifier(net, meta.head, meta.mean, meta.std)

@@ -9,14 +9,14 @@ stages then use only those files, through the core: a change to the tool re-runs
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 from torch import nn
 
-from ncip.core.checkpoints import checkpoint_name, save_state
+from ncip.core.checkpoints import CheckpointMeta, checkpoint_name, save_state
 from ncip.core.collapse import sigma_cos
 from ncip.core.engine import resolve_device
 from ncip.core.io import atomic_dir, write_csv, write_json
@@ -85,12 +85,12 @@ def import_external(
             save_state(
                 tmp / checkpoint_name(i),
                 wrapped.state_dict(),
-                {
-                    **{k: v for k, v in meta_base.items() if v is not None},
-                    "epoch": i,
-                    "metrics": {k: v for k, v in row.items() if k.endswith("acc")},
-                    "source": str(ck.path),
-                },
+                replace(
+                    meta_base,
+                    epoch=i,
+                    metrics={k: v for k, v in row.items() if k.endswith("acc")},
+                    source=str(ck.path),
+                ),
             )
             rows.append(row)
         hist = pd.DataFrame(rows)
@@ -102,27 +102,25 @@ def import_external(
 
 def _metadata(
     spec: ExternalSpec, lm: LoadedModel, info: DatasetInfo, subject: str, run: int
-) -> dict[str, Any]:
+) -> CheckpointMeta:
     """What every imported checkpoint records about its model, data and origin."""
-    meta: dict[str, Any] = {
-        "arch": "external",
-        "factory": spec.model,
-        "head": lm.head,
-        "head_key": f"net.{lm.head}.weight",
-        "mean": spec.mean,
-        "std": spec.std,
-        "subject": subject,
-        "run": run,
-        "dataset": info.name,
-        "num_classes": info.num_classes,
-        "in_channels": info.in_channels,
-        "input_shape": info.input_shape,
-        "vocab_size": info.vocab_size,
-    }
-    if lm.hf:
-        meta["hf_architecture"] = type(lm.model).__name__
-        meta["hf_config"] = json.loads(lm.model.config.to_json_string())
-    return meta
+    return CheckpointMeta(
+        arch="external",
+        factory=spec.model,
+        head=lm.head,
+        head_key=f"net.{lm.head}.weight",
+        mean=spec.mean,
+        std=spec.std,
+        subject=subject,
+        run=run,
+        dataset=info.name,
+        num_classes=info.num_classes,
+        in_channels=info.in_channels,
+        input_shape=info.input_shape,
+        vocab_size=info.vocab_size,
+        hf_architecture=type(lm.model).__name__ if lm.hf else None,
+        hf_config=json.loads(lm.model.config.to_json_string()) if lm.hf else None,
+    )
 
 
 def _accuracy(model: nn.Module, split: Split, source: str) -> float:

@@ -316,7 +316,7 @@ def predict_folder(
         splits,
         features,
         out_dir,
-        infos[-1].meta.get("subject", ""),
+        infos[-1].meta.subject or "",
         dev,
         config,
     )

@@ -295,7 +295,7 @@ def training_config(checkpoint: Path) -> dict:
     from ncip.core.checkpoints import read_meta
 
     try:
-        return dict(read_meta(checkpoint).get("config") or {})
+        return dict(read_meta(checkpoint).config or {})
     except (ValueError, OSError):  # CheckpointError is a ValueError
         return {}
 

@@ -37,7 +37,7 @@ import os
 import pickle
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +46,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from ncip.core.checkpoints import checkpoint_name, load_weights, save_checkpoint
+from ncip.core.checkpoints import CheckpointMeta, checkpoint_name, load_weights, save_checkpoint
 from ncip.core.collapse import sigma_cos
 from ncip.core.engine import PRECISIONS, autocast, resolve_device
 from ncip.core.errors import InputError, NcipError
@@ -258,7 +258,7 @@ def _train(cfg, info, splits, out_dir, work_dir, subject, run, dev, stop_after, 
         row = _epoch_row(model, splits, cfg, epoch, loss, train_acc, lr, t0)
         history.append(row)
         _save_epoch(
-            work, model, {**meta_base, "epoch": epoch}, row, opt, sched, history, fingerprint
+            work, model, replace(meta_base, epoch=epoch), row, opt, sched, history, fingerprint
         )
         if hasattr(bar, "set_postfix"):
             bar.set_postfix(
@@ -304,18 +304,18 @@ def _setup(
     return model, net, opt, sched, history, start
 
 
-def _run_meta(cfg: TrainConfig, info: DatasetInfo, subject: str, run: int) -> dict[str, Any]:
+def _run_meta(cfg: TrainConfig, info: DatasetInfo, subject: str, run: int) -> CheckpointMeta:
     """What every checkpoint of the run records besides its epoch and metrics."""
-    return {
-        "subject": subject,
-        "run": run,
-        "dataset": info.name,
-        "num_classes": info.num_classes,
-        "in_channels": info.in_channels,
-        "input_shape": info.input_shape,
-        "vocab_size": info.vocab_size,
-        "config": asdict(cfg),
-    }
+    return CheckpointMeta(
+        subject=subject,
+        run=run,
+        dataset=info.name,
+        num_classes=info.num_classes,
+        in_channels=info.in_channels,
+        input_shape=list(info.input_shape),
+        vocab_size=info.vocab_size,
+        config=asdict(cfg),
+    )
 
 
 def _epoch_row(
@@ -466,14 +466,14 @@ def _place_training_data(x: torch.Tensor, dev: torch.device) -> torch.Tensor:
 
 
 def _save_epoch(
-    work: Path, model, meta: dict, row: dict, opt, sched, history, fingerprint: str
+    work: Path, model, meta: CheckpointMeta, row: dict, opt, sched, history, fingerprint: str
 ) -> None:
     """The epoch's checkpoint (its metrics without the seconds: same seed, same bytes), then
     the resume state pointing at it."""
     timeless = {k: v for k, v in row.items() if k != "seconds"}
-    save_checkpoint(work / checkpoint_name(meta["epoch"]), model, {**meta, "metrics": timeless})
+    save_checkpoint(work / checkpoint_name(meta.epoch), model, replace(meta, metrics=timeless))
     state = {
-        "epoch": meta["epoch"],
+        "epoch": meta.epoch,
         "fingerprint": fingerprint,
         "optimizer": opt.state_dict(),
         "scheduler": sched.state_dict(),

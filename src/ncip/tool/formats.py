@@ -35,6 +35,7 @@ import numpy as np
 
 from ncip.core.checkpoints import (
     CheckpointError,
+    CheckpointMeta,
     check_metas,
     safetensors_header,
 )
@@ -191,17 +192,8 @@ def _int_or_none(v: Any) -> int | None:
 def _inspect_safetensors(p: Path, ema: bool) -> tuple[Checkpoint | None, str]:
     header = safetensors_header(p)
     if "ncip" in header:
-        try:
-            meta = json.loads(header["ncip"])
-        except ValueError:
-            raise CheckpointError(f"{p} has an unreadable ncip metadata record") from None
-        return Checkpoint(
-            p,
-            "ncip",
-            epoch=_int_or_none(meta.get("epoch")),
-            step=_int_or_none(meta.get("step")),
-            meta=meta,
-        ), ""
+        meta = CheckpointMeta.from_header(header, p)
+        return Checkpoint(p, "ncip", epoch=meta.epoch, step=meta.step, meta=meta.to_json()), ""
     return Checkpoint(
         p,
         "safetensors",
@@ -414,4 +406,4 @@ def _order(found: list[Checkpoint], label: str) -> tuple[list[Checkpoint], str]:
 def check_consistent(cs: CheckpointSet) -> None:
     """Refuse a folder whose ncip checkpoints disagree on what model and data they belong to
     (e.g. a checkpoint of another subject dropped in, which would become the 'final' one)."""
-    check_metas([(c.path, c.meta) for c in cs if c.fmt == "ncip"])
+    check_metas([(c.path, CheckpointMeta.from_json(c.meta, c.path)) for c in cs if c.fmt == "ncip"])

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
+from ncip.core.checkpoints import CheckpointMeta
 from ncip.core.factory import (
     Factory,
     ModelSourceError,
@@ -141,7 +142,8 @@ def _recorded_factory(meta: dict, cs: CheckpointSet, trust: bool) -> Factory:
             "--trust-recorded-model)"
         )
     if meta.get("arch") == "external":
-        return Factory(lambda _c: build_external(meta), False, f"{recorded} (imported)")
+        typed = CheckpointMeta.from_json(meta)
+        return Factory(lambda _c: build_external(typed), False, f"{recorded} (imported)")
     return callable_factory(_import_user(recorded), f"{recorded} (recorded in the checkpoints)")
 
 
@@ -162,7 +164,7 @@ def resolve_factory(
         if meta.get("arch") in list_models():
             return _ncip_factory(meta)
         if meta.get("hf_architecture"):
-            return hf_meta_factory(meta)
+            return hf_meta_factory(CheckpointMeta.from_json(meta))
         if meta.get("factory"):
             return _recorded_factory(meta, cs, trust_recorded)
         if final.fmt == "hf" and (final.path / "config.json").is_file():
@@ -217,7 +219,8 @@ def _import_user(spec: str):
 def _ncip_factory(meta: dict) -> Factory:
     from ncip.core.checkpoints import build_model
 
-    return Factory(lambda _c: build_model(meta), False, f"ncip model {meta['arch']}")
+    typed = CheckpointMeta.from_json(meta)
+    return Factory(lambda _c: build_model(typed), False, f"ncip model {typed.arch}")
 
 
 def _registry_factory(name: str, cs: CheckpointSet) -> Factory:

@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 import torch.nn as nn
 
-from ncip.core.checkpoints import checkpoint_name, save_state
+from ncip.core.checkpoints import CheckpointMeta, checkpoint_name, save_state
 from ncip.core.collapse import sigma_cos
 from ncip.core.io import write_csv
 from ncip.core.logs import log
@@ -123,11 +123,11 @@ class CheckpointWriter:
         }
         self._check_same_model(state, meta)
         meta["run_id"] = self.run_id  # the folder's run, when resuming it
-        meta = {k: v for k, v in meta.items() if v is not None}
         path = self.path_for(epoch, step)
         self.dir.mkdir(parents=True, exist_ok=True)
         clean_stale_temps(path)
-        save_state(path, state, meta)
+        record = CheckpointMeta.from_json({k: v for k, v in meta.items() if v is not None}, path)
+        save_state(path, state, record)
         follow_umask([path])
         self._record({"epoch": epoch, "step": step, "sigma_cos": sigma, **(metrics or {})})
         return path
@@ -155,16 +155,16 @@ class CheckpointWriter:
                     k for k in mine if shapes.get(k) != mine[k]
                 ]
                 why = f"another model (tensors differ, e.g. {diff[0]!r})"
-            elif old.get("factory") != meta.get("factory"):
-                why = f"the model {old.get('factory')!r}, this writer {meta.get('factory')!r}"
-            elif old.get("run_id") not in (None, self.run_id):
+            elif old.factory != meta.get("factory"):
+                why = f"the model {old.factory!r}, this writer {meta.get('factory')!r}"
+            elif old.run_id not in (None, self.run_id):
                 if not self.resume:
                     raise CheckpointError(
                         f"{self.dir} holds the checkpoints of another training run "
-                        f"({other.name}, run {old['run_id']}); write this run into its own "
+                        f"({other.name}, run {old.run_id}); write this run into its own "
                         "folder, or pass resume=True to continue that run"
                     )
-                self.run_id = old["run_id"]
+                self.run_id = old.run_id
             if why:
                 raise CheckpointError(
                     f"{self.dir} holds checkpoints of {why} ({other.name}); write this run "
