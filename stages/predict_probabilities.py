@@ -46,10 +46,10 @@ def main(
         index = predict_folder(checkpoints, data, adversarial, tmp, device, config)
     log.info(
         "predicted %d checkpoints on %s in %.1f s (%s path)",
-        len(index["epochs"]),
-        ", ".join(index["splits"]),
-        index["seconds"],
-        index["engine"]["path"],
+        len(index.epochs),
+        ", ".join(index.splits),
+        index.seconds,
+        index.engine["path"],
     )
 
 

@@ -51,7 +51,7 @@ def main(
             )
     write_parquet(out, pd.concat(parts, ignore_index=True))
     # NCIP's share of the shared prediction run: its checkpoints on the sets it ranks
-    sizes = preds.index["splits"]
+    sizes = preds.index.splits
     share = (len(needed) / len(preds.epochs)) * (
         sum(sizes[s] for s in scored) / sum(sizes.values())
     )
@@ -59,7 +59,7 @@ def main(
         cost_out,
         {
             "select": rec.seconds,
-            "predict": preds.index["seconds"] * share,
+            "predict": preds.index.seconds * share,
             "predicted_checkpoints": len(needed),
             "score": time.perf_counter() - t0,
         },

@@ -21,16 +21,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from ncip.core.checkpoints import checkpoint_name
 from ncip.core.errors import InputError, MissingEntryError, MissingFileError
-from ncip.core.io import read_parquet
+from ncip.core.io import read_parquet, write_json
 from ncip.core.logs import progress, progress_bar
 from ncip.core.scores import softmax64
 from ncip.study.data import Split
@@ -43,6 +43,36 @@ if TYPE_CHECKING:
 META_COLUMNS = ["subject", "epoch", "split", "sample_id", "label", "pred"]
 INDEX = "index.json"
 FEATURES = "final-features.parquet"
+
+
+@dataclass(frozen=True)
+class PredictionIndex:
+    """``index.json`` of a predict-probabilities folder: which file holds which checkpoint's
+    predictions, the splits and their sizes, the engine, and the seconds (``timing`` splits
+    them between all checkpoints and the final model's features, for the cost table)."""
+
+    subject: str
+    epochs: list[int]
+    final_epoch: int
+    files: dict[str, str]  # epoch (as text) -> Parquet file name
+    splits: dict[str, int]  # split -> inputs, in the files' order
+    feature_splits: dict[str, int]
+    engine: dict[str, Any]
+    checkpoints: int
+    seconds: float
+    timing: dict[str, Any]
+
+    def write(self, path: Path) -> None:
+        write_json(path, asdict(self))
+
+    @classmethod
+    def read(cls, path: Path) -> PredictionIndex:
+        """StageError naming the file when it is missing, not JSON or lacks a field."""
+        from ncip.study.stage import read_record
+
+        names = [f.name for f in fields(cls)]
+        record = read_record(path, "predict-probabilities", names)
+        return cls(**{k: record[k] for k in names})
 
 
 def batched_outputs(
@@ -125,13 +155,13 @@ def predict_run(
     subject: str,
     device: torch.device | str,
     config: EngineConfig | None = None,
-) -> dict:
+) -> PredictionIndex:
     """Every checkpoint's logits on ``splits`` (and the final one's features on
     ``feature_splits``) into ``out_dir``, as the module docstring describes; returns the index.
 
     ``load(i)`` puts checkpoint i (of ``epochs``, ascending, final last) into ``model``."""
     from ncip.core.engine import Engine
-    from ncip.core.io import write_json, write_parquet
+    from ncip.core.io import write_parquet
 
     t0 = time.perf_counter()
     engine = Engine(model, device, config)
@@ -169,25 +199,24 @@ def predict_run(
         feature_parts.append(pd.concat([table, feats], axis=1))
     if feature_parts:
         write_parquet(out_dir / FEATURES, pd.concat(feature_parts, ignore_index=True))
-    index = {
-        "subject": subject,
-        "epochs": list(map(int, epochs)),
-        "final_epoch": int(epochs[-1]),
-        "files": files,
-        "splits": {n: len(splits[n]) for n in order},
-        "feature_splits": {n: len(s) for n, s in feature_splits.items()},
-        "engine": {
+    index = PredictionIndex(
+        subject=subject,
+        epochs=list(map(int, epochs)),
+        final_epoch=int(epochs[-1]),
+        files=files,
+        splits={n: len(splits[n]) for n in order},
+        feature_splits={n: len(s) for n, s in feature_splits.items()},
+        engine={
             "path": engine.path,
             "batch_size": engine.batch_size,
             "precision": engine.config.precision,
             "compile": engine.config.compile,
         },
-        "checkpoints": len(epochs),
-        "seconds": time.perf_counter() - t0,
-        # for attributing the shared inference to the stages and methods that read it
-        "timing": {"checkpoints_seconds": run_seconds, "feature_seconds": feature_seconds},
-    }
-    write_json(out_dir / INDEX, index)
+        checkpoints=len(epochs),
+        seconds=time.perf_counter() - t0,
+        timing={"checkpoints_seconds": run_seconds, "feature_seconds": feature_seconds},
+    )
+    index.write(out_dir / INDEX)
     return index
 
 
@@ -215,21 +244,17 @@ class Predictions:
     """The files of one predict-probabilities output folder (see the module docstring)."""
 
     def __init__(self, directory: Path | str):
-        from ncip.study.stage import read_record
-
         self.dir = Path(directory)
-        self.index = read_record(
-            self.dir / INDEX, "predict-probabilities", ["epochs", "files", "splits", "final_epoch"]
-        )
-        self.epochs = [int(e) for e in self.index["epochs"]]
-        self.final_epoch = int(self.index["final_epoch"])
+        self.index = PredictionIndex.read(self.dir / INDEX)
+        self.epochs = [int(e) for e in self.index.epochs]
+        self.final_epoch = int(self.index.final_epoch)
 
     @property
     def splits(self) -> list[str]:
-        return list(self.index["splits"])
+        return list(self.index.splits)
 
     def _file(self, epoch: int) -> Path:
-        name = self.index["files"].get(str(int(epoch)))
+        name = self.index.files.get(str(int(epoch)))
         if name is None:
             raise MissingEntryError(
                 f"{self.dir} has no predictions of epoch {epoch}; re-run predict-probabilities"
@@ -241,7 +266,7 @@ class Predictions:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(epochs, sample ids, labels, logits [E, N, C] float32) of one split, epochs ascending
         (all of them by default), rows in the split's stored order."""
-        if split not in self.index["splits"]:
+        if split not in self.index.splits:
             raise MissingEntryError(f"no predictions for split {split!r}; have {self.splits}")
         wanted = sorted(set(map(int, epochs))) if epochs is not None else self.epochs
         ids = labels = None
@@ -282,7 +307,7 @@ def predict_folder(
     out_dir: Path,
     device: str = "auto",
     config: EngineConfig | None = None,
-) -> dict:
+) -> PredictionIndex:
     """predict-probabilities for one training run: every checkpoint in ``checkpoints`` on the
     prepared test and val splits and, when ``adversarial`` holds them, on adv and val-adv; the
     final checkpoint's features on test, adv and train. Writes into ``out_dir``; returns the

@@ -335,7 +335,7 @@ class ScoringContext:
         if (
             key not in self._cache
             and self.predictions is not None
-            and (split in self.predictions.index.get("feature_splits", {}))
+            and (split in self.predictions.index.feature_splits)
         ):
             ids, z, f = self.predictions.final(split)
             order = self._aligned(ids, x_key)
