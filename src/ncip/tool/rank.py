@@ -43,6 +43,7 @@ from ncip.tool.output import Ranking
 from ncip.tool.ranking import (
     TVDAccumulator,
     class_probs,
+    keep_all,
     ncip_table,
     selection_record,
 )
@@ -350,9 +351,7 @@ def _plan(sigma, usable: int, k: int, alpha: float, binary: bool, pruned, note) 
             f"{pruned['alpha']:g}; {pruned['ordered_by']}): its {usable} checkpoints are "
             "used as selected"
         )
-        every = tuple(range(usable))
-        positions = tuple(range(1, usable + 1))
-        return Selection(k, float(alpha), positions, tuple(sigma), every, every)
+        return keep_all(sigma, k, alpha)
     sel = plan(sigma, k, alpha, binary=binary)
     if sel.note:
         note(sel.note)
