@@ -69,12 +69,12 @@ def make_cifar10(raw: Path, per_batch=20) -> None:
 
 
 def copy_project(d: Path) -> None:
-    """What a fresh clone has that `dvc repro` uses: dvc.yaml, params.yaml, the code, the
-    tracked metrics/sensitivity.md and data/external/README.md (DVC's plot template is copied
-    by :func:`copy_plot_templates` after `dvc init`)."""
+    """What a fresh clone has that `dvc repro` uses: dvc.yaml, params.yaml, .dvcignore, the
+    code, the tracked metrics/sensitivity.md and data/external/README.md (DVC's plot template
+    is copied by :func:`copy_plot_templates` after `dvc init`)."""
     import shutil
 
-    for name in ("dvc.yaml", "params.yaml"):
+    for name in ("dvc.yaml", "params.yaml", ".dvcignore"):
         shutil.copy(ROOT / name, d / name)
     for folder in ("stages", "scripts"):
         shutil.copytree(ROOT / folder, d / folder, ignore=shutil.ignore_patterns("__pycache__"))

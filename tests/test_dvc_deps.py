@@ -219,3 +219,47 @@ def test_study_paths_are_the_paths_dvc_yaml_writes():
         if name == "retrain":  # published as one file per run from the run's folder of arms
             path = path.replace("metrics/retrain/", "records/retrain/").removesuffix(".json") + "/"
         assert path in text, f"StudyPaths.{name} gives {path}, which dvc.yaml does not write"
+
+
+def test_bytecode_caches_leave_stages_up_to_date(tmp_path):
+    """Python writes __pycache__/ beside the modules a stage imports (unless
+    PYTHONDONTWRITEBYTECODE is set); the project's .dvcignore keeps them out of the hash of a
+    folder dep such as src/ncip/core, so the next stage run does not make the others look
+    modified. Without those lines the same steps report the dep as changed (the check can fail)."""
+    import subprocess
+    import sys
+
+    from helpers import dvc_env
+
+    env = {k: v for k, v in dvc_env().items() if k != "PYTHONDONTWRITEBYTECODE"}
+    dvc = [sys.executable, "-m", "dvc"]
+
+    def run(*cmd: str) -> str:
+        r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return r.stdout + r.stderr
+
+    (tmp_path / "src" / "pkg").mkdir(parents=True)
+    (tmp_path / "src" / "pkg" / "__init__.py").write_text("VALUE = 1\n")
+    (tmp_path / "dvc.yaml").write_text(
+        "stages:\n  s:\n    cmd: python -c \"import sys; sys.path.insert(0, 'src'); import pkg;"
+        " open('out.txt', 'w').write(str(pkg.VALUE))\"\n    deps: [src/pkg]\n    outs: [out.txt]\n"
+    )
+    run("git", "init", "-q")
+    run(*dvc, "init", "-q")
+    for with_ignore in (True, False):
+        ignore = (ROOT / ".dvcignore").read_text() if with_ignore else ""
+        (tmp_path / ".dvcignore").write_text(ignore)
+        cache = tmp_path / "src" / "pkg" / "__pycache__"
+        if cache.exists():
+            for f in cache.iterdir():
+                f.unlink()
+            cache.rmdir()
+        run(*dvc, "repro", "-f")
+        if not cache.exists():  # the stage's own import wrote it (before DVC hashed the dep)
+            run(sys.executable, "-c", "import sys; sys.path.insert(0, 'src'); import pkg")
+        assert any(cache.glob("*.pyc"))
+        # a later stage (here: another interpreter) imports the package again, or another module
+        (cache / f"extra.cpython-{sys.version_info[0]}{sys.version_info[1]}.pyc").write_bytes(b"x")
+        out = run(*dvc, "status")
+        assert ("up to date" in out) is with_ignore, out
