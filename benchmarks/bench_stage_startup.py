@@ -10,12 +10,21 @@ Side by side with another commit: check it out in a worktree and name both trees
 Each tree's stages run with that tree's ``src`` first on PYTHONPATH (the path printed shows
 which ``ncip`` was imported); the median of ``--repeats`` runs is shown. Run on an otherwise
 idle machine.
+
+``--bytecode`` compares, for the first tree and every stage (the heavy ones too), a start-up
+that reads the byte-compiled modules scripts/setup.sh leaves in the venv with one that has no
+bytecode at all (an empty PYTHONPYCACHEPREFIX and PYTHONDONTWRITEBYTECODE=1: what every stage
+paid when the venv was installed with ``--no-compile`` on a machine that sets
+PYTHONDONTWRITEBYTECODE, as Docker's Python images do):
+
+    .venv/bin/python benchmarks/bench_stage_startup.py --bytecode
 """
 
 import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -41,8 +50,11 @@ PROBE = (
 )
 
 
-def _once(tree: Path, stage: str) -> tuple[float, bool, str]:
-    env = {**os.environ, "PYTHONPATH": str(tree / "src"), "OMP_NUM_THREADS": "1"}
+ALL_STAGES = tuple(sorted(p.stem for p in (Path(__file__).parents[1] / "stages").glob("*.py")))
+
+
+def _once(tree: Path, stage: str, extra: dict | None = None) -> tuple[float, bool, str]:
+    env = {**os.environ, "PYTHONPATH": str(tree / "src"), "OMP_NUM_THREADS": "1", **(extra or {})}
     t0 = time.perf_counter()
     r = subprocess.run(
         [sys.executable, "-c", PROBE, str(tree / "stages" / f"{stage}.py")],
@@ -56,8 +68,31 @@ def _once(tree: Path, stage: str) -> tuple[float, bool, str]:
     return seconds, flag == "TORCH", where
 
 
-def main(trees: str = ".", repeats: int = 5) -> None:
+def bytecode(tree: Path, repeats: int) -> None:
+    """Every stage's start-up with the venv's bytecode against none at all."""
+    with tempfile.TemporaryDirectory() as empty:
+        none = {"PYTHONPYCACHEPREFIX": empty, "PYTHONDONTWRITEBYTECODE": "1"}
+        print(f"tree {tree}; python {sys.executable}")
+        print("| stage | no bytecode (s) | compiled venv (s) | ratio |")
+        print("|---|---:|---:|---:|")
+        totals = [0.0, 0.0]
+        for stage in ALL_STAGES:
+            # side by side: the two settings alternate, so drift hits both alike
+            pairs = [(_once(tree, stage, none)[0], _once(tree, stage)[0]) for _ in range(repeats)]
+            a, b = (statistics.median(x) for x in zip(*pairs, strict=True))
+            totals[0] += a
+            totals[1] += b
+            print(f"| {stage} | {a:.2f} | {b:.2f} | {b / a:.2f} |")
+        print(f"| sum | {totals[0]:.2f} | {totals[1]:.2f} | {totals[1] / totals[0]:.2f} |")
+
+
+def main(
+    trees: str = ".", repeats: int = 5, bytecode_: bool = typer.Option(False, "--bytecode")
+) -> None:
     roots = [Path(t).resolve() for t in trees.split(",")]
+    if bytecode_:
+        bytecode(roots[0], repeats)
+        return
     for root in roots:
         print(f"tree {root}")
     head = " | ".join(f"{r.name[:18]:>18} s (torch)" for r in roots)

@@ -26,11 +26,23 @@ stamp=.venv/.ncip-installed
 want=$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "setup: installing the pinned environment (requirements.lock) and ncip" >&2
-  # --no-compile: no byte-compiling of every installed file (torch, the CUDA libraries' Python
-  # parts, transformers...); Python compiles the modules it imports, once, on first import
+  # --no-compile: pip would byte-compile file by file on one core; compiled below instead
   .venv/bin/python -m pip install --quiet --no-compile -r requirements.lock
   .venv/bin/python -m pip install --quiet --no-compile --no-deps -e '.[dev]'
   echo "$want" > "$stamp"
+fi
+# Byte-compile the environment and the package once, on every core (about 25 s on 2 cores).
+# Python would write the caches itself on first import, but not where PYTHONDONTWRITEBYTECODE
+# is set (Docker's Python images and these machines set it): there every stage, test and `dvc`
+# process compiled all it imported again, 2.5-5 s of each stage's start-up
+# (benchmarks/bench_stage_startup.py --bytecode). Files that do not compile (templates, other
+# Python versions' code in some packages) are skipped, as pip skips them.
+compiled=.venv/.ncip-compiled
+if [ ! -f "$compiled" ] || [ "$(cat "$compiled")" != "$want" ]; then
+  echo "setup: byte-compiling the environment (once)" >&2
+  site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  env -u PYTHONDONTWRITEBYTECODE .venv/bin/python -m compileall -q -j 0 "$site" src >/dev/null 2>&1 || true
+  echo "$want" > "$compiled"
 fi
 
 # The default dataset: Fashion-MNIST IDX files in data/raw/fashion-mnist or Debian's package.
