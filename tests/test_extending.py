@@ -219,3 +219,32 @@ def test_run_baselines_books_a_methods_own_preparation_apart_from_scoring(tiny_r
     assert cost["slowprep"]["score"]["test"] < 0.2
     assert cost["seconds"] >= 0.2 and "final_model_inference" in cost
     assert len(table) == 2 * len(s["test"]) and (table["label"] >= 0).all()
+
+
+def test_method_order_follows_the_registering_modules_whatever_was_imported_first():
+    """list_methods() orders the built-in methods by the file that registers them (each
+    method's own module, not a stack frame), whichever baseline module a process imports first."""
+    import subprocess
+    import sys
+
+    code = (
+        "import {first}\n"
+        "from ncip.study.scores import list_methods\n"
+        "from ncip.study.scores.registry import _MODULE\n"
+        "names = list_methods(None)\n"
+        "print(','.join(names)); print(','.join(_MODULE[n] for n in names))\n"
+    )
+    outs = [
+        subprocess.run(
+            [sys.executable, "-c", code.format(first=first)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        for first in ("ncip", "ncip.study.scores.tdpr", "ncip.study.scores.uncertainty")
+    ]
+    assert outs[0] == outs[1] == outs[2]
+    names, modules = (line.split(",") for line in outs[0])
+    assert modules == sorted(modules) and len(set(modules)) >= 8
+    assert {"ncip", "tvd", "deepgini", "effimap"} <= set(names)
+    assert all(m.startswith("ncip.study.scores.") for m in modules)

@@ -158,6 +158,14 @@ class Selection:
     chosen: tuple[int, ...]
     note: str | None = None
 
+    @classmethod
+    def keep_all(cls, sigma: Sequence[float], k: int, alpha: float) -> Selection:
+        """Every checkpoint as selected, no pool: predictions given without heads or σ_cos, or
+        a folder already pruned to NCIP's selection (epochs are positions 1..m)."""
+        every = tuple(range(len(sigma)))
+        positions = tuple(range(1, len(sigma) + 1))
+        return cls(int(k), float(alpha), positions, tuple(float(s) for s in sigma), every, every)
+
     @property
     def final_epoch(self) -> int:
         return self.epochs[-1]

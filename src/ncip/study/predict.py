@@ -68,11 +68,18 @@ class PredictionIndex:
     @classmethod
     def read(cls, path: Path) -> PredictionIndex:
         """StageError naming the file when it is missing, not JSON or lacks a field."""
-        from ncip.study.stage import read_record
+        from ncip.study.stage import StageError, read_record
 
         names = [f.name for f in fields(cls)]
         record = read_record(path, "predict-probabilities", names)
-        return cls(**{k: record[k] for k in names})
+        try:
+            epochs = [int(e) for e in record["epochs"]]
+            final = int(record["final_epoch"])
+        except (TypeError, ValueError):
+            raise StageError(
+                f"{path}: epochs and final_epoch must be integers; re-run predict-probabilities"
+            ) from None
+        return cls(**{**{k: record[k] for k in names}, "epochs": epochs, "final_epoch": final})
 
 
 def batched_outputs(
@@ -246,8 +253,14 @@ class Predictions:
     def __init__(self, directory: Path | str):
         self.dir = Path(directory)
         self.index = PredictionIndex.read(self.dir / INDEX)
-        self.epochs = [int(e) for e in self.index.epochs]
-        self.final_epoch = int(self.index.final_epoch)
+
+    @property
+    def epochs(self) -> list[int]:
+        return list(self.index.epochs)
+
+    @property
+    def final_epoch(self) -> int:
+        return self.index.final_epoch
 
     @property
     def splits(self) -> list[str]:

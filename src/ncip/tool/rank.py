@@ -43,7 +43,6 @@ from ncip.tool.output import Ranking
 from ncip.tool.ranking import (
     TVDAccumulator,
     class_probs,
-    keep_all,
     ncip_table,
     selection_record,
 )
@@ -351,7 +350,7 @@ def _plan(sigma, usable: int, k: int, alpha: float, binary: bool, pruned, note) 
             f"{pruned['alpha']:g}; {pruned['ordered_by']}): its {usable} checkpoints are "
             "used as selected"
         )
-        return keep_all(sigma, k, alpha)
+        return Selection.keep_all(sigma, k, alpha)
     sel = plan(sigma, k, alpha, binary=binary)
     if sel.note:
         note(sel.note)

@@ -69,14 +69,6 @@ class TVDAccumulator:
 # Selection
 
 
-def keep_all(sigma: Sequence[float], k: int, alpha: float) -> Selection:
-    """Every checkpoint as selected, no pool: predictions given without heads or σ_cos, or a
-    folder already pruned to NCIP's selection."""
-    every = tuple(range(len(sigma)))
-    positions = tuple(range(1, len(sigma) + 1))
-    return Selection(int(k), float(alpha), positions, tuple(float(s) for s in sigma), every, every)
-
-
 def selection_record(
     candidates: list[dict[str, Any]], sel: Selection, **extra: Any
 ) -> dict[str, Any]:
@@ -315,7 +307,7 @@ def _select(
         binary_head = next(iter(shapes))[0] == 1
         sigma = sigma_cos_series(heads)
     if sigma is None:
-        return keep_all([float("nan")] * m, k, alpha)
+        return Selection.keep_all([float("nan")] * m, k, alpha)
     if len(sigma) != m:
         raise InputError(f"{len(sigma)} heads/sigma values for {m} checkpoints")
     return plan(sigma, k, alpha, binary=binary_head)

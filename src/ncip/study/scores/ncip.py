@@ -16,24 +16,28 @@ describe_method(
     "ncip",
     display="NCIP",
     paper="NCIP",
+    module=__name__,
     summary="zscore(TVD over the NC-selected checkpoints) + zscore(1 - margin)",
 )
 describe_method(
     "tvd",
     display="TVD",
     paper="TVD",
+    module=__name__,
     summary="TVD over the last K checkpoints (no NC selection), no margin",
 )
 describe_method(
     "tvd+nc",
     display="TVD+NC",
     paper="TVD+NC",
+    module=__name__,
     summary="TVD over the NC-selected checkpoints, no margin",
 )
 describe_method(
     "tvd+margin",
     display="TVD+Margin",
     paper="TVD+Margin",
+    module=__name__,
     summary="zscore(TVD over the last K) + zscore(1 - margin)",
 )
 

@@ -15,7 +15,6 @@ inputs with labels replaced by -1. Methods that learn from labelled data (TDPR, 
 from __future__ import annotations
 
 import inspect
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -112,7 +111,7 @@ def _summary(obj) -> str:
     return doc.strip().split("\n\n")[0].replace("\n", " ")
 
 
-def _register(info: MethodInfo) -> None:
+def _register(info: MethodInfo, module: str) -> None:
     if info.name in _METHODS:
         raise InputError(f"method {info.name!r} is registered twice")
     bad = [n for n in info.needs if n not in NEEDS]
@@ -122,8 +121,7 @@ def _register(info: MethodInfo) -> None:
             f"one of {FAMILIES}, got needs={list(info.needs)} family={info.family!r}"
         )
     _METHODS[info.name] = info
-    # the caller of register_method's decorator or of describe_method: the registering module
-    _MODULE[info.name] = sys._getframe(2).f_globals.get("__name__", "")
+    _MODULE[info.name] = module
 
 
 def register_method(
@@ -153,7 +151,8 @@ def register_method(
                 "baseline",
                 _summary(obj),
                 factory,
-            )
+            ),
+            obj.__module__,
         )
         return obj
 
@@ -165,11 +164,13 @@ def describe_method(
     *,
     display: str,
     paper: str | None = None,
+    module: str,
     summary: str = "",
     needs: tuple[str, ...] = ("checkpoints",),
 ) -> None:
-    """Register the facts of a score that score-ncip computes (NCIP and its ablations)."""
-    _register(MethodInfo(name, display, paper, {}, tuple(needs), "ncip", summary))
+    """Register the facts of a score that score-ncip computes (NCIP and its ablations);
+    ``module`` is the describing module's ``__name__`` (it orders :func:`list_methods`)."""
+    _register(MethodInfo(name, display, paper, {}, tuple(needs), "ncip", summary), module)
 
 
 def _named(m, name: str):
