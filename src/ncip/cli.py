@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import typer
@@ -181,94 +182,156 @@ def _floats(value: str | None, name: str) -> list[float] | None:
         ) from None
 
 
-@app.command(epilog=RANK_EXAMPLES)
-@stage_main
-def rank(
-    checkpoints: list[str] = typer.Argument(
-        None,
+# The options of `ncip rank` (and those `ncip prune` shares), each declared once.
+Model = Annotated[
+    str | None,
+    typer.Option(
+        help="package.module:function or file.py:function (a factory returning an nn.Module; "
+        "gets num_classes if it takes it), torchvision:NAME, or an ncip model; not needed for "
+        "ncip or Hugging Face checkpoints",
+    ),
+]
+KOpt = Annotated[int, typer.Option(help="checkpoints NCIP selects (paper: 30)")]
+AlphaOpt = Annotated[
+    float, typer.Option(help="candidate pool: the last round(alpha*m) checkpoints")
+]
+Head = Annotated[
+    str | None,
+    typer.Option(
+        help="the classifier layer (default: the last nn.Linear with one output per class)"
+    ),
+]
+NumClasses = Annotated[
+    int | None,
+    typer.Option(
+        min=2, help="classes, for a factory that takes num_classes (default: from the checkpoint)"
+    ),
+]
+Prefix = Annotated[
+    str | None,
+    typer.Option(
+        help="prefix to strip from the checkpoint's keys (default: found, e.g. 'module.')"
+    ),
+]
+Ema = Annotated[bool, typer.Option("--ema", help="use the EMA weights (state_dict_ema, model_ema)")]
+Checkpoints = Annotated[
+    list[str] | None,
+    typer.Argument(
         help="a folder of checkpoints, a glob ('ckpt/epoch_*.pt'), or the files in training "
         "order: ncip or plain safetensors, .pt/.pth/.bin state dicts, Lightning .ckpt, timm and "
         "torchvision dicts, Hugging Face checkpoint-<step>/ folders",
         show_default=False,
     ),
-    checkpoints_opt: list[str] = typer.Option(None, "--checkpoints", help="same as the argument"),
-    inputs: Path = typer.Option(
-        ...,
-        help=".npz (x, optional ids and y), .npy (memory-mapped), "
-        "or a folder of images (ImageFolder layout or flat)",
+]
+CheckpointsOpt = Annotated[
+    list[str] | None, typer.Option("--checkpoints", help="same as the argument")
+]
+InputsOpt = Annotated[
+    Path,
+    typer.Option(
+        help=".npz (x, optional ids and y), .npy (memory-mapped), or a folder of images "
+        "(ImageFolder layout or flat)"
     ),
-    out: Path = typer.Option(
-        ...,
-        help="ranked table, .csv or .parquet; <stem>.selection.json "
-        "(and with labels <stem>.evaluation.json) are written beside it",
+]
+Out = Annotated[
+    Path,
+    typer.Option(
+        help="ranked table, .csv or .parquet; <stem>.selection.json (and with labels "
+        "<stem>.evaluation.json) are written beside it"
     ),
-    model: str | None = typer.Option(
-        None,
-        help="package.module:function or file.py:function (a "
-        "factory returning an nn.Module; gets num_classes if it "
-        "takes it), torchvision:NAME, or an ncip model; not needed "
-        "for ncip or Hugging Face checkpoints",
+]
+Labels = Annotated[
+    Path | None,
+    typer.Option(
+        help="labels (.npy or .txt): compare NCIP with margin, DeepGini and random order on "
+        "your model"
     ),
-    labels: Path | None = typer.Option(
-        None,
-        help="labels (.npy or .txt): compare NCIP with "
-        "margin, DeepGini and random order on your model",
-    ),
-    ids: Path | None = typer.Option(None, help="sample ids (.npy or .txt), one per input"),
-    head: str | None = typer.Option(
-        None, help="the classifier layer (default: the last nn.Linear with one output per class)"
-    ),
-    num_classes: int | None = typer.Option(
-        None,
-        min=2,
-        help="classes, for a factory that takes "
-        "num_classes (default: inferred from the checkpoint)",
-    ),
-    prefix: str | None = typer.Option(
-        None,
-        help="prefix to strip from the checkpoint's keys "
-        "(default: found, e.g. 'module.' or 'model.')",
-    ),
-    ema: bool = typer.Option(
-        False, "--ema", help="use the EMA weights (state_dict_ema, model_ema)"
-    ),
-    k: int = typer.Option(K, help="checkpoints NCIP selects (paper: 30)"),
-    alpha: float = typer.Option(ALPHA, help="candidate pool: the last round(alpha*m) checkpoints"),
-    no_scale: bool = typer.Option(False, "--no-scale", help="do not divide uint8 inputs by 255"),
-    mean: str | None = typer.Option(
-        None, help="per-channel mean to subtract, e.g. 0.485,0.456,0.406"
-    ),
-    std: str | None = typer.Option(None, help="per-channel std to divide by"),
-    skip_bad: bool = typer.Option(
-        False,
+]
+Ids = Annotated[Path | None, typer.Option(help="sample ids (.npy or .txt), one per input")]
+NoScale = Annotated[bool, typer.Option("--no-scale", help="do not divide uint8 inputs by 255")]
+Mean = Annotated[
+    str | None, typer.Option(help="per-channel mean to subtract, e.g. 0.485,0.456,0.406")
+]
+Std = Annotated[str | None, typer.Option(help="per-channel std to divide by")]
+SkipBad = Annotated[
+    bool,
+    typer.Option(
         "--skip-bad",
-        help="drop checkpoints with NaN/inf "
-        "weights or outputs (with a warning) instead of stopping",
+        help="drop checkpoints with NaN/inf weights or outputs (with a warning) instead of "
+        "stopping",
     ),
-    preview: Path | None = typer.Option(None, help="a .png grid of the top-ranked image inputs"),
-    batch_size: int = typer.Option(256, min=1),
-    device: str = typer.Option("auto", help="auto, cpu or cuda[:N]"),
-    engine: str = typer.Option(
-        "auto",
+]
+Preview = Annotated[Path | None, typer.Option(help="a .png grid of the top-ranked image inputs")]
+BatchSize = Annotated[int, typer.Option(min=1)]
+Device = Annotated[str, typer.Option(help="auto, cpu or cuda[:N]")]
+EnginePath = Annotated[
+    str,
+    typer.Option(
+        "--engine",
         help="inference path: auto, sequential, channels_last, stacked (see ncip.core.engine)",
     ),
-    precision: str = typer.Option("fp32", help="fp32, bf16 or fp16 (autocast)"),
-    compile: bool = typer.Option(
-        False, "--compile", help="torch.compile the model (pays off on long runs)"
-    ),
-    seed: int = typer.Option(0, help="tie-breaking seed"),
-    quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
-    order: str = typer.Option(
-        "auto",
+]
+Precision = Annotated[str, typer.Option(help="fp32, bf16 or fp16 (autocast)")]
+Compile = Annotated[
+    bool, typer.Option("--compile", help="torch.compile the model (pays off on long runs)")
+]
+Seed = Annotated[int, typer.Option(help="tie-breaking seed")]
+Quiet = Annotated[bool, typer.Option("--quiet", help="no progress bar")]
+Order = Annotated[
+    str,
+    typer.Option(
         help="auto: what the files record (step, epoch), else the number in their names; "
-        "given: the order the files are listed in (a list of files is always taken as given)",
+        "given: the order the files are listed in (a list of files is always taken as given)"
     ),
-    trust_recorded_model: bool = typer.Option(
-        False,
+]
+TrustRecordedModel = Annotated[
+    bool,
+    typer.Option(
         "--trust-recorded-model",
         help="import the model factory the checkpoints record (a module or file named inside "
         "them); without it, such a factory is printed as the --model to pass",
     ),
+]
+
+
+def _preview_images(result):
+    """Input i of the ranking as an image array, for --preview (image inputs only)."""
+    x = result.inputs.x
+    if len(x.shape) not in (3, 4) or np.dtype(x.dtype).kind not in "uf":
+        raise StageError(f"--preview needs image inputs; these have shape {list(x.shape)}")
+    return lambda i: np.asarray(x[int(result.order[i]) : int(result.order[i]) + 1])[0]
+
+
+@app.command(epilog=RANK_EXAMPLES)
+@stage_main
+def rank(
+    inputs: InputsOpt,
+    out: Out,
+    checkpoints: Checkpoints = None,
+    checkpoints_opt: CheckpointsOpt = None,
+    model: Model = None,
+    labels: Labels = None,
+    ids: Ids = None,
+    head: Head = None,
+    num_classes: NumClasses = None,
+    prefix: Prefix = None,
+    ema: Ema = False,
+    k: KOpt = K,
+    alpha: AlphaOpt = ALPHA,
+    no_scale: NoScale = False,
+    mean: Mean = None,
+    std: Std = None,
+    skip_bad: SkipBad = False,
+    preview: Preview = None,
+    batch_size: BatchSize = 256,
+    device: Device = "auto",
+    engine: EnginePath = "auto",
+    precision: Precision = "fp32",
+    compile: Compile = False,
+    seed: Seed = 0,
+    quiet: Quiet = False,
+    order: Order = "auto",
+    trust_recorded_model: TrustRecordedModel = False,
 ) -> None:
     """Rank unlabelled inputs, most likely misclassified first, from a model's own checkpoints."""
     from ncip.tool.output import check_output_path
@@ -305,12 +368,7 @@ def rank(
         trust_recorded_model=trust_recorded_model,
         order=order,
     )
-    images = None
-    if preview is not None:
-        x = result.inputs.x
-        if len(x.shape) not in (3, 4) or np.dtype(x.dtype).kind not in "uf":
-            raise StageError(f"--preview needs image inputs; these have shape {list(x.shape)}")
-        images = lambda i: np.asarray(x[int(result.order[i]) : int(result.order[i]) + 1])[0]  # noqa: E731
+    images = _preview_images(result) if preview is not None else None
     written = result.save(out, preview, images, result.inputs.class_names)
     if result.evaluation is not None:
         typer.echo(result.evaluation_text())
@@ -320,17 +378,17 @@ def rank(
 @app.command(epilog="Example: ncip prune ckpt/ --model mynet:Net --k 30   (a dry run; add --yes)")
 @stage_main
 def prune(
-    folder: Path = typer.Argument(..., help="a folder of one run's checkpoints (any format)"),
-    model: str | None = typer.Option(
-        None, help="as for `ncip rank`; not needed for ncip or Hugging Face checkpoints"
-    ),
-    k: int = typer.Option(K, help="checkpoints NCIP selects (rank with the same k)"),
-    alpha: float = typer.Option(ALPHA, help="candidate pool: the last round(alpha*m) checkpoints"),
-    head: str | None = typer.Option(None, help="the classifier layer (default: found)"),
-    num_classes: int | None = typer.Option(None, min=2),
-    prefix: str | None = typer.Option(None),
-    ema: bool = typer.Option(False, "--ema"),
-    yes: bool = typer.Option(False, "--yes", help="delete; without it, only list what would go"),
+    folder: Annotated[Path, typer.Argument(help="a folder of one run's checkpoints (any format)")],
+    model: Model = None,
+    k: KOpt = K,
+    alpha: AlphaOpt = ALPHA,
+    head: Head = None,
+    num_classes: NumClasses = None,
+    prefix: Prefix = None,
+    ema: Ema = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", help="delete; without it, only list what would go")
+    ] = False,
 ) -> None:
     """Delete every checkpoint NCIP would not select; `ncip rank` then ranks as before."""
     from ncip.tool.prune import apply_prune, plan_prune

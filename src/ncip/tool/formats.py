@@ -64,7 +64,7 @@ class Checkpoint:
     epoch: int | None = None
     step: int | None = None
     container_key: str | None = None  # the dict key holding the state dict
-    meta: dict[str, Any] = field(default_factory=dict, compare=False)  # ncip metadata record
+    meta: CheckpointMeta | None = field(default=None, compare=False)  # an ncip checkpoint's
 
     @property
     def name(self) -> str:
@@ -193,7 +193,7 @@ def _inspect_safetensors(p: Path, ema: bool) -> tuple[Checkpoint | None, str]:
     header = safetensors_header(p)
     if "ncip" in header:
         meta = CheckpointMeta.from_header(header, p)
-        return Checkpoint(p, "ncip", epoch=meta.epoch, step=meta.step, meta=meta.to_json()), ""
+        return Checkpoint(p, "ncip", epoch=meta.epoch, step=meta.step, meta=meta), ""
     return Checkpoint(
         p,
         "safetensors",
@@ -406,4 +406,4 @@ def _order(found: list[Checkpoint], label: str) -> tuple[list[Checkpoint], str]:
 def check_consistent(cs: CheckpointSet) -> None:
     """Refuse a folder whose ncip checkpoints disagree on what model and data they belong to
     (e.g. a checkpoint of another subject dropped in, which would become the 'final' one)."""
-    check_metas([(c.path, CheckpointMeta.from_json(c.meta, c.path)) for c in cs if c.fmt == "ncip"])
+    check_metas([(c.path, c.meta) for c in cs if c.meta is not None])

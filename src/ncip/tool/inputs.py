@@ -25,6 +25,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from ncip.core.checkpoints import CheckpointMeta
 from ncip.core.errors import InputError
 from ncip.core.models import logits_of
 
@@ -390,7 +391,7 @@ class Preprocess:
 def plan_preprocess(
     inp: Inputs,
     model: nn.Module,
-    meta: dict | None = None,
+    meta: CheckpointMeta | None = None,
     scale: bool = True,
     mean: Sequence[float] | None = None,
     std: Sequence[float] | None = None,
@@ -398,11 +399,11 @@ def plan_preprocess(
     """Decide the preprocessing of ``inp`` for ``model`` (see the module docstring)."""
     from ncip.tool.modelsource import first_layer
 
-    meta = meta or {}
+    meta = meta or CheckpointMeta()
     first = first_layer(model)
     shape = tuple(inp.x.shape)
     dtype = np.dtype(inp.x.dtype)
-    text = isinstance(first, nn.Embedding) or (meta.get("vocab_size") and len(shape) == 2)
+    text = isinstance(first, nn.Embedding) or (meta.vocab_size and len(shape) == 2)
     pre = Preprocess()
     if text:
         if dtype.kind not in "iu":
@@ -416,13 +417,13 @@ def plan_preprocess(
     c_in = None
     if isinstance(first, nn.Conv2d):
         c_in = first.in_channels
-    elif meta.get("input_shape") and len(meta["input_shape"]) == 3:
-        c_in = int(meta["input_shape"][0])
+    elif meta.input_shape and len(meta.input_shape) == 3:
+        c_in = int(meta.input_shape[0])
     if isinstance(inp.x, ImageFiles):
         inp.x.set_channels(c_in)
         shape = tuple(inp.x.shape)
     _scaling(pre, inp, dtype, scale)
-    if meta.get("arch") and meta.get("input_shape") and len(meta["input_shape"]) == 3:
+    if meta.arch and meta.input_shape and len(meta.input_shape) == 3:
         pre.unit_range = True  # ncip's image models are trained on [0, 1]
     _layout(pre, shape, c_in, isinstance(first, nn.Conv2d))
     _normalisation(pre, shape, mean, std)
@@ -497,17 +498,17 @@ def probe(
     pre: Preprocess,
     inp: Inputs,
     device: torch.device | str,
-    meta: dict | None = None,
+    meta: CheckpointMeta | None = None,
 ) -> int:
     """Run one input through the model; return the number of classes it outputs."""
     from ncip.tool.modelsource import expected_input
 
     xb = pre(inp.x[0:1])
-    if meta and meta.get("input_shape") and list(xb.shape[1:]) != list(meta["input_shape"]):
+    if meta and meta.input_shape and list(xb.shape[1:]) != list(meta.input_shape):
         raise InputError(
             f"{inp.source}: inputs have shape {list(xb.shape[1:])} after "
             f"preprocessing but the checkpoints were trained on "
-            f"{list(meta['input_shape'])}"
+            f"{list(meta.input_shape)}"
         )
     try:
         with torch.inference_mode():

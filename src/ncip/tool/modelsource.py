@@ -53,7 +53,7 @@ class HeadRef:
 def recorded_head(cs: CheckpointSet) -> HeadRef | None:
     """The head an ncip checkpoint folder records (``head_key`` in every file's metadata), read
     without building the model; None where the files do not record it."""
-    keys = {c.meta.get("head_key") for c in cs} if all(c.fmt == "ncip" for c in cs) else {None}
+    keys = {c.meta.head_key for c in cs} if all(c.meta is not None for c in cs) else {None}
     if None in keys or len(keys) != 1:
         return None
     key = keys.pop()
@@ -76,7 +76,7 @@ class LoadedModel:
     head_key: str  # the head weight's key in the files
     num_classes: int
     keys: list[str]  # the model's state-dict keys (what is read from each file)
-    meta: dict[str, Any]  # ncip metadata of the final checkpoint, if any
+    meta: CheckpointMeta | None  # ncip metadata of the final checkpoint, if any
     hf: bool = False  # load with transformers' from_pretrained (it renames weights on load)
 
     def load(self, ck: Checkpoint) -> nn.Module:
@@ -129,10 +129,10 @@ def _runs_no_code(recorded: str) -> bool:
     return recorded in list_models() or recorded.startswith("torchvision:")
 
 
-def _recorded_factory(meta: dict, cs: CheckpointSet, trust: bool) -> Factory:
+def _recorded_factory(meta: CheckpointMeta, cs: CheckpointSet, trust: bool) -> Factory:
     """The factory a checkpoint's metadata names. Checkpoint files are untrusted data, like a
     pickle: a module or file named inside them is imported only when the user says so."""
-    recorded = str(meta.get("factory"))
+    recorded = str(meta.factory)
     if _runs_no_code(recorded):
         return resolve_factory(recorded, cs)
     if not trust:
@@ -141,9 +141,8 @@ def _recorded_factory(meta: dict, cs: CheckpointSet, trust: bool) -> Factory:
             f"inside checkpoint files: if you trust it, pass --model {recorded} (or "
             "--trust-recorded-model)"
         )
-    if meta.get("arch") == "external":
-        typed = CheckpointMeta.from_json(meta)
-        return Factory(lambda _c: build_external(typed), False, f"{recorded} (imported)")
+    if meta.arch == "external":
+        return Factory(lambda _c: build_external(meta), False, f"{recorded} (imported)")
     return callable_factory(_import_user(recorded), f"{recorded} (recorded in the checkpoints)")
 
 
@@ -160,12 +159,12 @@ def resolve_factory(
         return callable_factory(spec, getattr(spec, "__qualname__", repr(spec)))
     final = cs.final
     if spec is None:
-        meta = final.meta if final.fmt == "ncip" else {}
-        if meta.get("arch") in list_models():
+        meta = final.meta or CheckpointMeta()
+        if meta.arch in list_models():
             return _ncip_factory(meta)
-        if meta.get("hf_architecture"):
-            return hf_meta_factory(CheckpointMeta.from_json(meta))
-        if meta.get("factory"):
+        if meta.hf_architecture:
+            return hf_meta_factory(meta)
+        if meta.factory:
             return _recorded_factory(meta, cs, trust_recorded)
         if final.fmt == "hf" and (final.path / "config.json").is_file():
             return _hf_factory(final.path / "config.json")
@@ -216,11 +215,10 @@ def _import_user(spec: str):
         sys.argv = argv
 
 
-def _ncip_factory(meta: dict) -> Factory:
+def _ncip_factory(meta: CheckpointMeta) -> Factory:
     from ncip.core.checkpoints import build_model
 
-    typed = CheckpointMeta.from_json(meta)
-    return Factory(lambda _c: build_model(typed), False, f"ncip model {typed.arch}")
+    return Factory(lambda _c: build_model(meta), False, f"ncip model {meta.arch}")
 
 
 def _registry_factory(name: str, cs: CheckpointSet) -> Factory:
@@ -295,10 +293,10 @@ def first_layer(model: nn.Module) -> nn.Module | None:
     return None
 
 
-def expected_input(model: nn.Module, meta: dict | None = None) -> str:
+def expected_input(model: nn.Module, meta: CheckpointMeta | None = None) -> str:
     """In words, what inputs a model takes (for error messages)."""
-    if meta and meta.get("input_shape"):
-        shape = meta["input_shape"]
+    if meta and meta.input_shape:
+        shape = meta.input_shape
         kind = "token ids" if len(shape) == 1 else "images in [0, 1]"
         return f"{kind} of shape {list(shape)}"
     m = first_layer(model)
@@ -394,9 +392,7 @@ def load_model(
     pre = "" if hf else find_prefix(file_shapes, keys, prefix)
     model.eval()
     head_name = find_head(model, num_classes if factory.takes_num_classes else None, head)
-    loaded = LoadedModel(
-        model, factory.description, pre, head_name, "", 0, keys, dict(final.meta), hf
-    )
+    loaded = LoadedModel(model, factory.description, pre, head_name, "", 0, keys, final.meta, hf)
     loaded.load(final)
     loaded.set_head(head_name, final)
     model.to(device)

@@ -247,25 +247,13 @@ def rank(
     inp = load_inputs(inputs, ids, labels)
     _check_finite_inputs(inp)
     pre = plan_preprocess(inp, lm.model, lm.meta, scale, mean, std)
-    note(
-        f"model: {lm.description}; head {lm.head_key!r}"
-        + (f" (prefix {lm.prefix!r} stripped)" if lm.prefix else "")
-    )
-    note(
-        f"inputs: {len(inp)} from {inp.source}, shape {list(inp.x.shape[1:])}; preprocessing: "
-        f"{pre.describe()}"
-    )
+    note(f"model: {lm.description}; head {lm.head_key!r}" + _stripped(lm))
+    shape = list(inp.x.shape[1:])
+    note(f"inputs: {len(inp)} from {inp.source}, shape {shape}; preprocessing: {pre.describe()}")
     classes, binary = _classes(lm, cs, pre, inp, dev, head)
     # the heads first: a checkpoint of another class count is named before the labels are
     usable, sigma, dropped = head_sigma(lm, cs, skip_bad)
     check_inputs(inp, classes)
-    if len(usable) < 2:
-        raise CheckpointError(
-            f"only {len(usable)} usable checkpoint(s): NCIP needs at least 2 "
-            "(with one it reduces to the final model's margin)"
-        )
-    if pruned:  # the folder holds NCIP's selection already: use it as it is
-        k, alpha = pruned["k"], pruned["alpha"]
     sel = _plan(sigma, len(usable), int(k), alpha, binary, pruned, note)
     selected = [cs[usable[i]] for i in sel.chosen]
     engine = Engine(
@@ -277,6 +265,24 @@ def rank(
     final_probs, acc, used = _stream(engine, lm, selected, inp, classes, skip_bad, show_progress)
     dropped += [c.name for c in selected if c not in used]
     table, score, ranked = ncip_table(final_probs, acc.tvd(), inp.ids, inp.y, seed)
+    record = _record(cs, usable, sel, selected, used, dropped, lm, pre, engine)
+    ev = compare_orders(final_probs, score, inp.y, seed) if inp.y is not None else None
+    record["seconds"] = seconds = time.perf_counter() - t0
+    notes.append(
+        f"ranked {len(inp)} inputs with {len(used)} checkpoints (selected from {len(sel.pool)} in "
+        f"the pool of {len(cs)}) in {seconds:.1f} s"
+    )
+    return Ranking(table, record, ev, notes, ranked, inp)
+
+
+def _stripped(lm) -> str:
+    return f" (prefix {lm.prefix!r} stripped)" if lm.prefix else ""
+
+
+def _record(cs, usable, sel, selected, used, dropped, lm, pre, engine) -> dict[str, Any]:
+    """The selection record written beside the ranking: every usable candidate with σ_cos,
+    the pool and the selection (a selected checkpoint dropped while streaming is not selected),
+    and how the run was done."""
     record = selection_record(
         [cs[i].describe() for i in usable],
         sel,
@@ -288,18 +294,16 @@ def rank(
         dropped=dropped,
         skipped=[{"file": f, "reason": r} for f, r in cs.skipped],
         preprocessing=pre.describe(),
-        engine={"path": engine.path, "batch_size": engine.batch_size, "precision": precision},
+        engine={
+            "path": engine.path,
+            "batch_size": engine.batch_size,
+            "precision": engine.config.precision,
+        },
     )
     used_names = {c.name for c in used}
     for row in record["checkpoints"]:
         row["selected"] = row["selected"] and Path(row["file"]).name in used_names
-    ev = compare_orders(final_probs, score, inp.y, seed) if inp.y is not None else None
-    record["seconds"] = seconds = time.perf_counter() - t0
-    notes.append(
-        f"ranked {len(inp)} inputs with {len(used)} checkpoints (selected from {len(sel.pool)} in "
-        f"the pool of {len(cs)}) in {seconds:.1f} s"
-    )
-    return Ranking(table, record, ev, notes, ranked, inp)
+    return record
 
 
 def _check_args(k: Any, batch_size: int) -> None:
@@ -344,13 +348,18 @@ def _classes(lm: LoadedModel, cs, pre, inp: Inputs, dev, head: str | None) -> tu
 def _plan(sigma, usable: int, k: int, alpha: float, binary: bool, pruned, note) -> Selection:
     """Algorithm 1, the last K for one-logit models (their σ_cos is the same at every
     checkpoint), or a pruned folder's checkpoints as they are; a note on the whole pool."""
-    if pruned:
+    if usable < 2:
+        raise CheckpointError(
+            f"only {usable} usable checkpoint(s): NCIP needs at least 2 "
+            "(with one it reduces to the final model's margin)"
+        )
+    if pruned:  # the folder holds NCIP's selection already: use it as it is
         note(
             f"this folder was pruned to NCIP's selection (k = {pruned['k']}, alpha = "
             f"{pruned['alpha']:g}; {pruned['ordered_by']}): its {usable} checkpoints are "
             "used as selected"
         )
-        return Selection.keep_all(sigma, k, alpha)
+        return Selection.keep_all(sigma, pruned["k"], pruned["alpha"])
     sel = plan(sigma, k, alpha, binary=binary)
     if sel.note:
         note(sel.note)
