@@ -34,7 +34,7 @@ fi
 # Byte-compile the environment and the package once, on every core (about 25 s on 2 cores).
 # Python would write the caches itself on first import, but not where PYTHONDONTWRITEBYTECODE
 # is set (Docker's Python images and these machines set it): there every stage, test and `dvc`
-# process compiled all it imported again, 2.5-5 s of each stage's start-up
+# process compiled all it imported again, 1.4-4.6 s of each stage's start-up
 # (benchmarks/bench_stage_startup.py --bytecode). Files that do not compile (templates, other
 # Python versions' code in some packages) are skipped, as pip skips them.
 compiled=.venv/.ncip-compiled

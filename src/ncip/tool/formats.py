@@ -64,7 +64,7 @@ class Checkpoint:
     epoch: int | None = None
     step: int | None = None
     container_key: str | None = None  # the dict key holding the state dict
-    meta: CheckpointMeta | None = field(default=None, compare=False)  # an ncip checkpoint's
+    meta: CheckpointMeta | None = field(default=None, compare=False)  # ncip files only
 
     @property
     def name(self) -> str:
