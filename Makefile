@@ -8,6 +8,7 @@ VENV := .venv/bin
 repro:  ## set up, get the dataset, reproduce the whole pipeline
 	bash scripts/setup.sh --data
 	$(VENV)/python -m ncip check-params params.yaml
+	$(VENV)/python scripts/prune_lock.py
 	PATH="$(CURDIR)/.venv/bin:$$PATH" $(VENV)/dvc repro
 
 # The tests run on every core (pytest-xdist), one thread each: the suite is mostly small

@@ -838,6 +838,8 @@ PARAM_CASES = [
     ("seed: abc", "seed must be an integer"),
     ("attack: {val_size: -5}", "attack.val_size must be an integer >= 0"),
     ("analysis: {tsne_points: -1}", "analysis.tsne_points must be an integer of at least 2"),
+    ("analysis: {tsne_runs: '0,x'}", "analysis.tsne_runs (--tsne-runs) must be comma-separated"),
+    ("analysis: {tsne_runs: '4'}", "analysis.tsne_runs [4] are not all among runs [0, 1, 2]"),
     ("train: {device: tpu}", "train.device must be auto, cpu or cuda"),
     ("train: {epochs: 2.5}", "train.epochs must be an integer"),
     ("runs: [0, 0]", "runs lists 0 more than once"),

@@ -261,3 +261,51 @@ def test_bytecode_caches_leave_stages_up_to_date(tmp_path):
         (cache / f"extra.cpython-{sys.version_info[0]}{sys.version_info[1]}.pyc").write_bytes(b"x")
         out = run(*dvc, "status")
         assert ("up to date" in out) is with_ignore, out
+
+
+def _stage_names(root: Path) -> set[str]:
+    from dvc.repo import Repo
+
+    with Repo(str(root)) as repo:
+        return {s.name for s in repo.index.stages}
+
+
+def test_the_committed_lock_holds_only_this_pipelines_stages():
+    """DVC rereads and rewrites dvc.lock after every stage, so entries of stages the pipeline no
+    longer has (old subjects, renamed stages) slow every stage down; `make repro` prunes them."""
+    lock = yaml.safe_load((ROOT / "dvc.lock").read_text())["stages"]
+    assert set(lock) == _stage_names(ROOT)
+
+
+def test_prune_lock_drops_stale_entries_and_keeps_the_rest_byte_for_byte(tmp_path):
+    import subprocess
+    import sys
+
+    from helpers import dvc_env
+
+    env = dvc_env()
+
+    def run(*cmd) -> str:
+        r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return r.stdout + r.stderr
+
+    (tmp_path / "params.yaml").write_text("items: [a, b, c]\n")
+    (tmp_path / "dvc.yaml").write_text(
+        "stages:\n  s:\n    matrix:\n      name: ${items}\n"
+        "    cmd: echo ${item.name} > out-${item.name}.txt\n"
+        "    outs:\n      - out-${item.name}.txt\n"
+    )
+    run("git", "init", "-q")
+    run(sys.executable, "-m", "dvc", "init", "-q")
+    run(sys.executable, "-m", "dvc", "repro")
+    (tmp_path / "params.yaml").write_text("items: [a, c]\n")
+    run(sys.executable, "-m", "dvc", "repro")  # DVC itself keeps s@b's entry
+    assert "s@b" in yaml.safe_load((tmp_path / "dvc.lock").read_text())["stages"]
+    prune = [sys.executable, str(ROOT / "scripts" / "prune_lock.py"), str(tmp_path)]
+    assert "dropped 1 entries" in run(*prune)
+    lock = (tmp_path / "dvc.lock").read_text()
+    assert set(yaml.safe_load(lock)["stages"]) == {"s@a", "s@c"} == _stage_names(tmp_path)
+    assert "up to date" in run(sys.executable, "-m", "dvc", "status")
+    run(*prune)  # nothing stale: the file is left as it is
+    assert (tmp_path / "dvc.lock").read_text() == lock

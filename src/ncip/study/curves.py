@@ -20,6 +20,26 @@ from ncip.core.scores import ncip_score, tvd
 if TYPE_CHECKING:
     from ncip.study.stage import SelectionRecord
 
+# analysis.tsne_runs unless params.yaml sets it: the runs whose t-SNE figure (Fig. 1) is drawn.
+# One run per subject illustrates the figure; its two t-SNE fits are most of a run's analysis,
+# which every K or alpha experiment re-runs.
+TSNE_RUNS = "0"
+
+
+def tsne_runs(value: str | int | None) -> list[int]:
+    """analysis.tsne_runs, comma-separated run numbers as DVC passes them ("" for none)."""
+    value = TSNE_RUNS if value is None else value
+    try:
+        out = [int(v) for v in str(value).split(",") if v.strip()]
+    except ValueError:
+        out = [-1]
+    if any(r < 0 for r in out):
+        raise InputError(
+            'analysis.tsne_runs (--tsne-runs) must be comma-separated run numbers, or "" for '
+            f"none, got {value!r}"
+        )
+    return out
+
 
 def weak_collapse_curve(
     probs: np.ndarray,

@@ -199,7 +199,8 @@ FRACTIONS = tuple(range(1, 11))  # fault types at 1..10% budgets (Fig. 5; Table 
 def study_scores(table: pd.DataFrame, subjects: list[str], runs: list[int]) -> pd.DataFrame:
     """The score rows of the study's subjects and runs; every (subject, run) must have some."""
     table = table[table["subject"].isin(subjects) & table["run"].isin(runs)]
-    have = set(zip(table["subject"], table["run"], strict=True))
+    # (subject, run) pairs from the distinct rows: zipping the columns walks millions of rows
+    have = set(table[["subject", "run"]].drop_duplicates().itertuples(index=False, name=None))
     missing = [f"{s}/run-{r}" for s in subjects for r in runs if (s, r) not in have]
     if missing:
         raise InputError(f"no scores for {', '.join(missing)}; run the scoring stages first")
@@ -289,16 +290,18 @@ def paired_intervals(
     for (subject, split), g in table.groupby(["subject", "split"], sort=True):
         runs = []
         for _, gr in g.groupby("run", sort=True):
-            position: dict | None = None  # sample id -> common index, from the first method
+            position: pd.Index | None = None  # sample id -> common index, from the first method
             by_method = {}
             for method, gm in gr.groupby("method", sort=True):
-                ids = gm["sample_id"].to_numpy()
+                ids = gm["sample_id"]
                 if position is None:
-                    position = {v: i for i, v in enumerate(ids)}
+                    position = pd.Index(ids)
                     fault = (gm["label"] != gm["pred"]).to_numpy()
-                if len(ids) != len(position) or any(v not in position for v in ids):
+                    if not position.is_unique:
+                        raise InputError(f"{subject} {split}: {method} scores an input twice")
+                idx = position.get_indexer(ids)
+                if len(ids) != len(position) or (idx < 0).any():
                     raise InputError(f"{subject} {split}: {method} scores other inputs")
-                idx = np.fromiter((position[v] for v in ids), dtype=np.int64, count=len(ids))
                 # the metrics' own order (row order and seeded tie-break), in common indices
                 order = idx[order_from_scores(gm["score"].to_numpy(), seed)]
                 by_method[method] = (order, fault)

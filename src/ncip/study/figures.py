@@ -125,8 +125,9 @@ def bar_figure(
     save_figure(fig, path)
 
 
-def analysis_figures(a: RunAnalysis, folder: Path, seed: int) -> None:
-    """tvd_curve.png (Fig. 3), weak_collapse.png (Fig. 9) and tsne.png (Fig. 1) of one run
+def analysis_figures(a: RunAnalysis, folder: Path, seed: int, tsne: bool = True) -> None:
+    """tvd_curve.png (Fig. 3), weak_collapse.png (Fig. 9) and, with ``tsne``, tsne.png (Fig. 1;
+    its two t-SNE fits are most of the stage's time) of one run
     (:class:`ncip.study.curves.RunAnalysis`)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -153,4 +154,5 @@ def analysis_figures(a: RunAnalysis, folder: Path, seed: int) -> None:
         highlight="rauc_all",
         legend_title=None,
     )
-    tsne_figure(a.final_probs, a.nc_probs, a.wrong, folder / "tsne.png", a.name, seed)
+    if tsne:
+        tsne_figure(a.final_probs, a.nc_probs, a.wrong, folder / "tsne.png", a.name, seed)

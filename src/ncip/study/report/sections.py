@@ -6,6 +6,7 @@ import numpy as np
 
 from ncip.core.metrics import run_seed
 from ncip.study import paper
+from ncip.study.curves import tsne_runs
 from ncip.study.evaluation import ablation
 from ncip.study.paths import run_tag
 from ncip.study.report.agreement import (
@@ -342,6 +343,7 @@ def extended_section(r: ReportInputs) -> list[str]:
 
 def figures_section(r: ReportInputs) -> list[str]:
     L = ["## Figures", ""]
+    tsne = tsne_runs((r.cfg.get("analysis") or {}).get("tsne_runs"))
     for s in r.subjects:
         links = [
             f"[fault diversity (Fig. 5)](../plots/figures/fault_diversity-{s}.png)",
@@ -352,8 +354,9 @@ def figures_section(r: ReportInputs) -> list[str]:
             links += [
                 f"run {run}: [TVD vs checkpoints (Fig. 3)]({a}/tvd_curve.png)",
                 f"[weak collapse (Fig. 9)]({a}/weak_collapse.png)",
-                f"[t-SNE (Fig. 1)]({a}/tsne.png)",
             ]
+            if run in tsne:
+                links.append(f"[t-SNE (Fig. 1)]({a}/tsne.png)")
         L.append(f"- {s}: " + ", ".join(links))
     return L
 
