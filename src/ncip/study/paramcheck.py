@@ -71,6 +71,22 @@ def _unique_list(cfg: dict, key: str, item: Callable[[Any], bool], what: str, wh
         raise InputError(f"{where}: {key} lists {', '.join(dup)} more than once")
 
 
+def _tsne_runs(cfg: dict, where: str) -> None:
+    """analysis.tsne_runs: run numbers, each among ``runs`` (else no run would draw Fig. 1)."""
+    from ncip.study.curves import tsne_runs
+
+    analysis = cfg.get("analysis")
+    if not isinstance(analysis, dict) or "tsne_runs" not in analysis:
+        return
+    try:
+        tsne = tsne_runs(analysis["tsne_runs"])
+    except InputError as e:
+        raise InputError(f"{where}: {e}") from None
+    runs = cfg.get("runs")
+    if isinstance(runs, list) and any(r not in runs for r in tsne):
+        raise InputError(f"{where}: analysis.tsne_runs {tsne} are not all among runs {runs}")
+
+
 def check_shape(path: Path | str) -> None:
     """Refuse, naming the key, a params file of the wrong shape or types (see the module
     docstring); the values are checked next by ``subjects.check_params``."""
@@ -88,6 +104,7 @@ def check_shape(path: Path | str) -> None:
         )
     _unique_list(cfg, "runs", lambda x: _int(x) and x >= 0, "run indices >= 0", where)
     _unique_list(cfg, "subjects", lambda x: isinstance(x, str), "subject names", where)
+    _tsne_runs(cfg, where)
     for (group, key), (test, what) in RULES.items():
         part = cfg if group is None else cfg.get(group)
         if not isinstance(part, dict) or key not in part:

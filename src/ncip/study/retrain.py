@@ -205,11 +205,11 @@ def method_scores(scores: Path, test: Split) -> dict[str, np.ndarray]:
     """Each method's scores on the test split, in ``test``'s order, from a run's score tables
     (NCIP without its ablation variants; not the random baseline, whose place the
     ``control:random`` arm takes with a fresh draw per seed)."""
-    from ncip.study.evaluation import ablation
+    from ncip.study.scores import list_methods
     from ncip.study.scoretable import read_score_tables
 
     table = read_score_tables(scores)
-    variants = [m for m in ablation() if m != "ncip"] + ["random"]
+    variants = [m for m in list_methods("ncip") if m != "ncip"] + ["random"]
     table = table[
         (table["split"] == "test") & (table["repeat"] == 0) & ~table["method"].isin(variants)
     ]

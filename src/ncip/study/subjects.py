@@ -120,7 +120,6 @@ def check_params(params_path: Path | str) -> tuple[list[str], list[int]]:
 
     from ncip.core.collapse import ALPHA, K, candidate_pool
     from ncip.study.attacks import attack_config, check_attack_names
-    from ncip.study.curves import tsne_runs
     from ncip.study.retrain import RetrainConfig
     from ncip.study.scores.registry import baseline_config
     from ncip.study.training import TrainConfig
@@ -174,12 +173,6 @@ def check_params(params_path: Path | str) -> tuple[list[str], list[int]]:
     checked("baselines", lambda: baseline_config(group("baselines")))
     ints("evaluate.budgets", group("evaluate").get("budgets", "100"))
     ints("analysis.weak_steps", group("analysis").get("weak_steps", "10"))
-    try:
-        tsne = tsne_runs(group("analysis").get("tsne_runs"))
-    except InputError as e:
-        raise InputError(f"{params_path}: {e}") from None
-    if any(x not in runs for x in tsne):
-        raise InputError(f"{params_path}: analysis.tsne_runs {tsne} are not all among runs {runs}")
     r = group("retrain")
     rkeys = [f.name for f in dataclasses.fields(RetrainConfig)]
     checked("retrain", lambda: RetrainConfig(**{k: r[k] for k in rkeys if k in r}).validate())
