@@ -5,9 +5,10 @@ import pandas as pd
 import pytest
 import scipy.stats
 
+from ncip.core.errors import InputError
 from ncip.core.scores import softmax64
 from ncip.study import paper
-from ncip.study.curves import tvd_curve, weak_collapse_curve
+from ncip.study.curves import tsne_runs, tvd_curve, weak_collapse_curve
 from ncip.study.data import Split
 from ncip.study.report.agreement import gaps_by_dataset, tie_markdown
 from ncip.study.report.common import column_of, cost_table, side_by_side
@@ -50,6 +51,17 @@ def test_wilcoxon_matches_scipy_and_the_papers_extremes():
     ref = scipy.stats.wilcoxon(wide["ncip"], wide["deepgini"], alternative="greater").pvalue
     assert t.loc["deepgini", "p_raw"] == pytest.approx(ref)
     assert t.loc["random", "p_holm"] == pytest.approx(min(1, 2 * 2**-14))
+
+
+def test_tsne_runs_parses_the_comma_list_dvc_passes():
+    assert tsne_runs("0") == [0]
+    assert tsne_runs(" 0, 2 ,") == [0, 2]
+    assert tsne_runs(1) == [1]  # YAML may hand over a number
+    assert tsne_runs("") == [] and tsne_runs(" ") == []
+    assert tsne_runs(None) == tsne_runs("0")  # the study's default
+    for bad in ("0,x", "-1", "1.5"):
+        with pytest.raises(InputError, match="comma-separated run numbers"):
+            tsne_runs(bad)
 
 
 def test_weak_collapse_and_tvd_curves():

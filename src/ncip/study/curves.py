@@ -16,6 +16,7 @@ from ncip.core.collapse import candidate_pool, select_checkpoints
 from ncip.core.errors import InputError
 from ncip.core.metrics import fault_types, order_from_scores, rauc
 from ncip.core.scores import ncip_score, tvd
+from ncip.study.stage import split_list
 
 if TYPE_CHECKING:
     from ncip.study.stage import SelectionRecord
@@ -30,7 +31,7 @@ def tsne_runs(value: str | int | None) -> list[int]:
     """analysis.tsne_runs, comma-separated run numbers as DVC passes them ("" for none)."""
     value = TSNE_RUNS if value is None else value
     try:
-        out = [int(v) for v in str(value).split(",") if v.strip()]
+        out = [int(v) for v in split_list(str(value))]
     except ValueError:
         out = [-1]
     if any(r < 0 for r in out):
