@@ -155,6 +155,89 @@ def test_names_with_several_numbers(tutorial, tmp_path, pattern, field):
     assert all(got)
 
 
+def _rewrap(tutorial, dest, make):
+    """The tutorial run saved again as ``make(epoch, state_dict)`` dicts."""
+    dest.mkdir()
+    for e in range(1, 9):
+        sd = torch.load(tutorial / "ck" / f"checkpoint_{e}.tar", weights_only=True)
+        torch.save(make(e, sd["model_state_dict"]), dest / f"ckpt_{e}.pth")
+    return dest
+
+
+def test_state_dicts_under_the_keys_a_script_chose(tutorial, tmp_path):
+    """A training script's own dict keys (``model_state``; DeepSpeed's ``module``) are found when
+    one key holds a state dict; several are refused naming them, until --state-key picks one;
+    an EMA-named key is used only with --ema."""
+    d = tutorial
+    base = ["--model", f"{d / 'mynet.py'}:MLP", "--inputs", d / "test.npz", "--k", 4]
+    _rank(d / "ck", *base, "--out", tmp_path / "ref.csv")
+    ref = (tmp_path / "ref.csv").read_bytes()
+    own = _rewrap(d, tmp_path / "own", lambda e, sd: {"epoch": e, "model_state": sd, "loss": 0.1})
+    deepspeed = _rewrap(d, tmp_path / "ds", lambda e, sd: {"module": sd, "global_steps": e * 10})
+    for folder, key in ((own, "model_state"), (deepspeed, "module")):
+        r = _rank(folder, *base, "--out", tmp_path / f"{folder.name}.csv")
+        assert (tmp_path / f"{folder.name}.csv").read_bytes() == ref
+        assert f"8 checkpoints (container under '{key}')" in r.output
+    sel = json.loads((tmp_path / "own.selection.json").read_text())
+    assert {c["key"] for c in sel["checkpoints"]} == {"model_state"}
+
+    two = _rewrap(d, tmp_path / "two", lambda e, sd: {"epoch": e, "student": sd, "teacher": sd})
+    out = tmp_path / "two.csv"
+    r = runner.invoke(app, ["rank", str(two), *map(str, base), "--out", str(out)])
+    assert r.exit_code == 2 and not out.exists()
+    line = r.output.strip()
+    assert "\n" not in line and line.count("student, teacher") == 1, line
+    assert "and 5 more (holds several state dicts (student, teacher)" in line
+    assert "--state-key" in line
+    _rank(two, *base, "--state-key", "teacher", "--out", out)
+    assert out.read_bytes() == ref
+    r = runner.invoke(app, ["rank", str(two), *map(str, base), "--state-key", "tutor",
+                            "--out", str(tmp_path / "x.csv")])  # fmt: skip
+    assert r.exit_code == 2 and "no state dict under 'tutor' (state dicts under: student, " \
+        "teacher)" in r.output  # fmt: skip
+
+    ema = _rewrap(d, tmp_path / "ema", lambda e, sd: {"epoch": e, "ema_state": sd})
+    r = runner.invoke(app, ["rank", str(ema), *map(str, base), "--out", str(tmp_path / "x.csv")])
+    assert r.exit_code == 2 and "holds only EMA weights (ema_state); pass --ema" in r.output
+    _rank(ema, *base, "--ema", "--out", tmp_path / "ema.csv")
+    assert (tmp_path / "ema.csv").read_bytes() == ref
+    r = runner.invoke(app, ["rank", str(ema), *map(str, base), "--ema", "--state-key",
+                            "ema_state", "--out", str(tmp_path / "x.csv")])  # fmt: skip
+    assert r.exit_code == 2 and "give one" in r.output
+    assert not (tmp_path / "x.csv").exists()
+
+
+def test_deepspeed_folders_one_file_each(tutorial, tmp_path):
+    """DeepSpeed's layout: global_step<N>/mp_rank_00_model_states.pt, the weights under
+    ``module``, the step as ``global_steps``. The folder names the glob to pass; the glob ranks
+    as the tutorial files do, each checkpoint named by its folder."""
+    d = tutorial
+    base = ["--model", f"{d / 'mynet.py'}:MLP", "--inputs", d / "test.npz", "--k", 4]
+    _rank(d / "ck", *base, "--out", tmp_path / "ref.csv")
+    ds = tmp_path / "ds"
+    for e in range(1, 9):
+        sd = torch.load(d / "ck" / f"checkpoint_{e}.tar", weights_only=True)["model_state_dict"]
+        (ds / f"global_step{e * 17}").mkdir(parents=True)
+        torch.save({"module": sd, "global_steps": e * 17, "dp_world_size": 1},
+                   ds / f"global_step{e * 17}" / "mp_rank_00_model_states.pt")  # fmt: skip
+    r = runner.invoke(app, ["rank", str(ds), *map(str, base), "--out", str(tmp_path / "x.csv")])
+    assert r.exit_code == 2 and f"'{ds}/*/mp_rank_00_model_states.pt'" in r.output
+    r = _rank(f"{ds}/global_step*/mp_rank_00_model_states.pt", *base, "--out", tmp_path / "r.csv")
+    assert (tmp_path / "r.csv").read_bytes() == (tmp_path / "ref.csv").read_bytes()
+    assert "global_step17/mp_rank_00_model_states.pt ... global_step136/" in r.output
+    sel = json.loads((tmp_path / "r.selection.json").read_text())
+    assert sum(c["selected"] for c in sel["checkpoints"]) == 4 == len(sel["used"])
+
+
+def test_a_known_key_with_an_ema_named_twin(tmp_path):
+    """``{"model": ..., "ema": ...}``: the model by default, the EMA-named key with ema."""
+    torch.manual_seed(0)
+    a, b = MLP().state_dict(), MLP().state_dict()
+    torch.save({"model": a, "ema": b, "epoch": 3}, tmp_path / "c_3.pt")
+    assert discover(tmp_path).final.container_key == "model"
+    assert discover(tmp_path, ema=True).final.container_key == "ema"
+
+
 def test_names_whose_numbers_disagree_are_refused_naming_the_fields(tutorial, tmp_path):
     sd = torch.load(tutorial / "ck" / "checkpoint_1.tar", weights_only=True)["model_state_dict"]
     for a, b in ((1, 3), (2, 1), (3, 2)):

@@ -214,6 +214,13 @@ Prefix = Annotated[
     ),
 ]
 Ema = Annotated[bool, typer.Option("--ema", help="use the EMA weights (state_dict_ema, model_ema)")]
+StateKey = Annotated[
+    str | None,
+    typer.Option(
+        help="the key of a dict-shaped checkpoint that holds the classifier's state dict "
+        "(default: state_dict, model, model_state_dict, else the only key holding one)"
+    ),
+]
 Checkpoints = Annotated[
     list[str] | None,
     typer.Argument(
@@ -316,6 +323,7 @@ def rank(
     num_classes: NumClasses = None,
     prefix: Prefix = None,
     ema: Ema = False,
+    state_key: StateKey = None,
     k: KOpt = K,
     alpha: AlphaOpt = ALPHA,
     no_scale: NoScale = False,
@@ -354,6 +362,7 @@ def rank(
         num_classes=num_classes,
         prefix=prefix,
         ema=ema,
+        state_key=state_key,
         scale=not no_scale,
         mean=_floats(mean, "mean"),
         std=_floats(std, "std"),
@@ -386,6 +395,7 @@ def prune(
     num_classes: NumClasses = None,
     prefix: Prefix = None,
     ema: Ema = False,
+    state_key: StateKey = None,
     yes: Annotated[
         bool, typer.Option("--yes", help="delete; without it, only list what would go")
     ] = False,
@@ -394,7 +404,15 @@ def prune(
     from ncip.tool.prune import apply_prune, plan_prune
 
     p = plan_prune(
-        folder, model, k=k, alpha=alpha, head=head, num_classes=num_classes, prefix=prefix, ema=ema
+        folder,
+        model,
+        k=k,
+        alpha=alpha,
+        head=head,
+        num_classes=num_classes,
+        prefix=prefix,
+        ema=ema,
+        state_key=state_key,
     )
     typer.echo(p.describe())
     if not p.delete:

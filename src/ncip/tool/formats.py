@@ -9,7 +9,9 @@ Formats, detected automatically:
 - ``state_dict``: ``torch.save(model.state_dict())`` (``.pt``, ``.pth``, ``.bin``);
 - a dict holding the state dict under ``state_dict`` (PyTorch Lightning ``.ckpt``, timm
   ``.pth.tar``), ``model`` (torchvision's reference scripts) or ``model_state_dict`` (PyTorch's
-  own tutorial); with ``ema``, ``state_dict_ema`` / ``model_ema`` instead;
+  own tutorial), else under the one key that holds a state dict (``model_state``, ``net``,
+  DeepSpeed's ``module``; ``state_key`` names it where there are several); with ``ema``,
+  ``state_dict_ema`` / ``model_ema`` (or the one EMA-named key) instead;
 - ``hf``: a Hugging Face Trainer ``checkpoint-<step>/`` folder (``model.safetensors``, a sharded
   index, or ``pytorch_model.bin``), ordered by its ``trainer_state.json``.
 
@@ -65,14 +67,18 @@ class Checkpoint:
     step: int | None = None
     container_key: str | None = None  # the dict key holding the state dict
     meta: CheckpointMeta | None = field(default=None, compare=False)  # ncip files only
+    label: str | None = field(default=None, compare=False)  # where file names repeat
 
     @property
     def name(self) -> str:
-        return self.path.name
+        """The file name, or its path below the run's folder where names repeat (DeepSpeed's
+        ``global_step<N>/mp_rank_00_model_states.pt``)."""
+        return self.label or self.path.name
 
     def describe(self) -> dict[str, Any]:
         """A JSON-able record: file, format, epoch, step."""
-        return {"file": str(self.path), "format": self.fmt, "epoch": self.epoch, "step": self.step}
+        d = {"file": str(self.path), "format": self.fmt, "epoch": self.epoch, "step": self.step}
+        return d | ({"key": self.container_key} if self.container_key else {})
 
 
 @dataclass
@@ -151,12 +157,20 @@ def _hf_step(d: Path) -> tuple[int | None, float | None]:
     return None, None
 
 
-def inspect_file(p: Path, ema: bool = False) -> tuple[Checkpoint | None, str]:
+def inspect_file(
+    p: Path, ema: bool = False, state_key: str | None = None
+) -> tuple[Checkpoint | None, str]:
     """The checkpoint a path holds, or (None, why it is skipped)."""
     if p.name.startswith("."):
         return None, "hidden or temporary file"
     if p.is_dir():
         if not _is_hf_folder(p):
+            inside = sorted(f.name for f in p.iterdir() if f.name.endswith(WEIGHT_SUFFIXES))
+            if inside:  # DeepSpeed's global_step<N>/ and the like: one level down
+                return None, (
+                    f"a folder holding {inside[0]}; give the files inside with a quoted glob, "
+                    f"e.g. '{p.parent}/*/{inside[0]}'"
+                )
             return None, "folder without model weights"
         step, epoch = _hf_step(p)
         return Checkpoint(
@@ -172,13 +186,14 @@ def inspect_file(p: Path, ema: bool = False) -> tuple[Checkpoint | None, str]:
     if p.suffix == ".safetensors":
         return _inspect_safetensors(p, ema)
     obj = torch_load(p)
-    fmt, key, why = _classify_pickle(obj, ema)
+    fmt, key, why = _classify_pickle(obj, ema, state_key)
     if fmt is None:
         return None, why
     epoch = step = None
     if isinstance(obj, Mapping):
         epoch = _int_or_none(obj.get("epoch"))
-        step = _int_or_none(obj.get("global_step", obj.get("step")))
+        # Lightning's global_step, DeepSpeed's global_steps, a plain loop's step
+        step = _int_or_none(obj.get("global_step", obj.get("global_steps", obj.get("step"))))
     return Checkpoint(p, fmt, epoch=epoch, step=step, container_key=key), ""
 
 
@@ -206,7 +221,10 @@ ORDERS = ("auto", "given")
 
 
 def discover(
-    source: str | Path | Sequence[str | Path], ema: bool = False, order: str = "auto"
+    source: str | Path | Sequence[str | Path],
+    ema: bool = False,
+    order: str = "auto",
+    state_key: str | None = None,
 ) -> CheckpointSet:
     """Find the checkpoints of one run in ``source`` and put them in training order.
 
@@ -215,29 +233,35 @@ def discover(
     file records one, else the epoch, else the number in each file name that varies and orders
     them one-to-one (the epoch in ``model-e07-acc0.93.pt``; natural order). Files given as a
     list, or with ``order="given"``, keep the order given (a warning says where it contradicts
-    what the files record).
+    what the files record). ``state_key`` names the key of dict-shaped files that holds the
+    weights (see :func:`ncip.tool.unpickle._classify_pickle`).
     """
     if order not in ORDERS:
         raise CheckpointError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
+    if ema and state_key is not None:
+        raise CheckpointError(
+            "--ema and --state-key both choose the weights; give one (--state-key names the "
+            "EMA weights' key as well)"
+        )
     given = order == "given" or not isinstance(source, str | Path)
     paths, label = expand_source(source)
     found: list[Checkpoint] = []
     skipped: list[tuple[str, str]] = []
     for p in paths:
-        ck, why = inspect_file(p, ema)
+        ck, why = inspect_file(p, ema, state_key)
         if ck is None:
             skipped.append((p.name, why))
         else:
             found.append(ck)
     if not found:
-        listing = "; ".join(f"{n} ({w})" for n, w in skipped[:8]) or "it is empty"
-        raise CheckpointError(f"{label} holds no model checkpoints: {listing}")
+        raise CheckpointError(f"{label} holds no model checkpoints: {_why_none(skipped)}")
     formats = {c.fmt for c in found}
     if len(formats & {"ncip", "hf"}) == 1 and len(formats) > 1:
         raise CheckpointError(
             f"{label} mixes checkpoint formats ({', '.join(sorted(formats))}); "
             "keep one run's checkpoints in one folder"
         )
+    found = _label_repeated_names(found)
     found, dropped = _drop_copies(found)
     skipped += dropped
     if given:
@@ -245,6 +269,34 @@ def discover(
         return CheckpointSet(found, "the order given", skipped, ema)
     ordered, how = _order(found, label)
     return CheckpointSet(ordered, how, skipped, ema)
+
+
+def _label_repeated_names(found: list[Checkpoint]) -> list[Checkpoint]:
+    """Where two checkpoints share a file name (one per folder), name each by its path below
+    the folders' common parent."""
+    names = [c.path.name for c in found]
+    if len(set(names)) == len(names):
+        return found
+    import os
+    from dataclasses import replace
+
+    root = Path(os.path.commonpath([c.path.parent.resolve() for c in found]))
+    return [replace(c, label=str(c.path.resolve().relative_to(root))) for c in found]
+
+
+def _why_none(skipped: list[tuple[str, str]]) -> str:
+    """The skipped files grouped by reason (20 files with the same reason make one line)."""
+    if not skipped:
+        return "it is empty"
+    by_why: dict[str, list[str]] = {}
+    for name, why in skipped:
+        by_why.setdefault(why, []).append(name)
+    parts = []
+    for why, names in list(by_why.items())[:6]:
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        parts.append(f"{shown} ({why})")
+    more = f"; {len(by_why) - 6} other reasons" if len(by_why) > 6 else ""
+    return "; ".join(parts) + more
 
 
 def _content_key(c: Checkpoint) -> str | None:

@@ -145,6 +145,7 @@ def plan_prune(
     num_classes: int | None = None,
     prefix: str | None = None,
     ema: bool = False,
+    state_key: str | None = None,
 ) -> PrunePlan:
     """What :func:`apply_prune` would keep and delete (nothing is touched)."""
     from ncip.tool.modelsource import load_model, recorded_head
@@ -155,8 +156,8 @@ def plan_prune(
         raise PruneError(f"{folder} is not a folder of checkpoints")
     done = read_record(folder)
     if done is not None:
-        return _resume(folder, done, ema)
-    cs = discover(folder, ema)
+        return _resume(folder, done, ema, state_key)
+    cs = discover(folder, ema, state_key=state_key)
     check_consistent(cs)
     check_history(cs, folder)
     lm = recorded_head(cs) if model is None and head is None else None
@@ -180,13 +181,15 @@ def plan_prune(
     return PrunePlan(folder, keep, delete, {c.path: _size(c.path) for c in cs}, record)
 
 
-def _resume(folder: Path, record: dict[str, Any], ema: bool) -> PrunePlan:
+def _resume(
+    folder: Path, record: dict[str, Any], ema: bool, state_key: str | None = None
+) -> PrunePlan:
     """A folder pruned already: finish the deletions of a prune that was killed part-way, or
     refuse (it holds NCIP's selection)."""
     left = [n for n in record.get("deleted", []) if (folder / n).exists()]
     if not left:
         raise PruneError(f"{folder} was pruned already ({RECORD}); it holds NCIP's selection")
-    cs = discover(folder, ema)
+    cs = discover(folder, ema, state_key=state_key)
     by_name = {c.name: c for c in cs}
     keep = [by_name[n] for n in record["kept"] if n in by_name]
     if len(keep) != len(record["kept"]):

@@ -209,6 +209,7 @@ def rank(
     num_classes: int | None = None,
     prefix: str | None = None,
     ema: bool = False,
+    state_key: str | None = None,
     scale: bool = True,
     mean: Sequence[float] | None = None,
     std: Sequence[float] | None = None,
@@ -241,7 +242,7 @@ def rank(
         log.info("%s", msg)
 
     _check_args(k, batch_size)
-    cs, pruned = _checkpoints(checkpoints, ema, order, note)
+    cs, pruned = _checkpoints(checkpoints, ema, order, note, state_key)
     dev = resolve_device(device)
     lm = load_model(model, cs, num_classes, prefix, head, dev, trust_recorded_model)
     inp = load_inputs(inputs, ids, labels)
@@ -300,9 +301,9 @@ def _record(cs, usable, sel, selected, used, dropped, lm, pre, engine) -> dict[s
             "precision": engine.config.precision,
         },
     )
-    used_names = {c.name for c in used}
+    used_files = {str(c.path) for c in used}
     for row in record["checkpoints"]:
-        row["selected"] = row["selected"] and Path(row["file"]).name in used_names
+        row["selected"] = row["selected"] and row["file"] in used_files
     return record
 
 
@@ -315,13 +316,20 @@ def _check_args(k: Any, batch_size: int) -> None:
         raise InputError(f"batch_size must be positive, got {batch_size}")
 
 
-def _checkpoints(source, ema: bool, order: str, note: Callable[[str], None]):
+def _fmt(c) -> str:
+    """A checkpoint's format, with the dict key its weights were read from."""
+    return f"{c.fmt} under {c.container_key!r}" if c.container_key else c.fmt
+
+
+def _checkpoints(
+    source, ema: bool, order: str, note: Callable[[str], None], state_key: str | None = None
+):
     """The run's checkpoints in training order, and the record of a pruned folder if any."""
-    cs = discover(source, ema, order)
+    cs = discover(source, ema, order, state_key)
     check_consistent(cs)
     pruned = _pruned_selection(source, cs)
     note(
-        f"{len(cs)} checkpoints ({', '.join(sorted({c.fmt for c in cs}))}), ordered by "
+        f"{len(cs)} checkpoints ({', '.join(sorted({_fmt(c) for c in cs}))}), ordered by "
         f"{cs.order}: {cs[0].name} ... {cs.final.name}"
     )
     if cs.skipped:

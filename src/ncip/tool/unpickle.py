@@ -103,21 +103,77 @@ def _is_state_dict(obj: Any) -> bool:
     )
 
 
-def _classify_pickle(obj: Any, ema: bool) -> tuple[str | None, str | None, str]:
-    """(format, container key, reason if skipped) of an unpickled object."""
+def _is_ema_name(key: str) -> bool:
+    """Whether a container key names EMA weights (``ema``, ``model_ema``, ``ema_state``)."""
+    return re.search(r"(?:^|[^a-z])ema(?:$|[^a-z])", key.lower()) is not None
+
+
+def _classify_pickle(
+    obj: Any, ema: bool, state_key: str | None = None
+) -> tuple[str | None, str | None, str]:
+    """(format, container key, reason if skipped) of an unpickled object.
+
+    A dict's weights are found under ``state_key`` when given; else under the keys the common
+    tools use (:data:`CONTAINER_KEYS`, their EMA twins with ``ema``); else under the one key
+    that holds a state dict (``model_state``, ``net``, ``weights``: whatever a training script
+    chose), EMA-named keys counting only with ``ema``. Several such keys are refused, naming
+    them: only the user knows which network is the classifier.
+    """
+    if state_key is not None:
+        if isinstance(obj, Mapping) and _is_state_dict(obj.get(state_key)):
+            return "container", state_key, ""
+        held = _state_dict_keys(obj)
+        where = f"state dicts under: {', '.join(held)}" if held else _no_weights(obj)
+        return None, None, f"no state dict under {state_key!r} ({where})"
     if _is_state_dict(obj):
         return "state_dict", None, ""
-    if isinstance(obj, Mapping):
-        for key in CONTAINER_KEYS:
-            if key in obj and _is_state_dict(obj[key]):
-                if ema:
-                    twin = EMA_KEYS.get(key)
-                    if twin and twin in obj and _is_state_dict(obj[twin]):
-                        return "container", twin, ""
-                    return None, None, f"no EMA weights ({twin or 'none known'} for '{key}')"
+    if not isinstance(obj, Mapping):
+        return None, None, f"holds a {type(obj).__name__}, not a state dict"
+    held = _state_dict_keys(obj)
+    twins = [k for k in held if _is_ema_name(k)]
+    for key in CONTAINER_KEYS:
+        if key in obj and _is_state_dict(obj[key]):
+            if not ema:
                 return "container", key, ""
-        if {"state", "param_groups"} <= set(obj):
-            return None, None, "optimizer state"
-        keys = ", ".join(list(map(str, obj))[:6])
-        return None, None, f"holds no model weights (keys: {keys})"
-    return None, None, f"holds a {type(obj).__name__}, not a state dict"
+            twin = EMA_KEYS.get(key)
+            if twin and twin in obj and _is_state_dict(obj[twin]):
+                return "container", twin, ""
+            if len(twins) == 1:
+                return "container", twins[0], ""
+            return None, None, f"no EMA weights ({twin or 'none known'} for '{key}')"
+    if {"state", "param_groups"} <= set(obj):
+        return None, None, "optimizer state"
+    plain = [k for k in held if k not in twins]
+    pick = twins if ema else plain
+    if len(pick) == 1:
+        return "container", pick[0], ""
+    if len(pick) > 1:
+        return (
+            None,
+            None,
+            (
+                f"holds several state dicts ({', '.join(pick)}); name the classifier's with "
+                "--state-key"
+            ),
+        )
+    if ema:
+        found = f"state dicts under: {', '.join(plain)}" if plain else _no_weights(obj)
+        return None, None, f"no EMA weights ({found})"
+    if twins:
+        return None, None, f"holds only EMA weights ({', '.join(twins)}); pass --ema"
+    return None, None, _no_weights(obj)
+
+
+def _state_dict_keys(obj: Any) -> list[str]:
+    """The keys of a dict whose values are state dicts."""
+    if not isinstance(obj, Mapping):
+        return []
+    return [k for k, v in obj.items() if isinstance(k, str) and _is_state_dict(v)]
+
+
+def _no_weights(obj: Any) -> str:
+    if not isinstance(obj, Mapping):
+        return f"holds a {type(obj).__name__}, not a state dict"
+    keys = ", ".join(list(map(str, obj))[:6])
+    more = f" and {len(obj) - 6} more" if len(obj) > 6 else ""
+    return f"holds no model weights (keys: {keys}{more})"
