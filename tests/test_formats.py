@@ -12,6 +12,7 @@ import torch.nn as nn
 from helpers import ROOT
 from safetensors.torch import save_file
 
+from ncip.core.checkpoints import CheckpointMeta
 from ncip.tool.formats import CheckpointError, discover
 from ncip.tool.inputs import InputError, Inputs, check_inputs, load_inputs, plan_preprocess, probe
 from ncip.tool.tensors import find_prefix, read_tensors
@@ -197,6 +198,13 @@ class Conv(nn.Module):
         (np.zeros((4, 8, 8, 3), np.uint8), 3, ["channel-first"], [4, 3, 8, 8]),
         (np.zeros((4, 3, 8, 8), np.float32), 3, ["float32 values passed"], [4, 3, 8, 8]),
         (np.zeros((4, 1, 8, 8), np.int64), 1, ["int64 pixels divided by 255"], [4, 1, 8, 8]),
+        # a table's pixel columns (Kaggle's MNIST CSVs): rows of 64 values into a 1-channel conv
+        (
+            np.zeros((4, 64), np.int64),
+            1,
+            ["rows of 64 values reshaped to images [1, 8, 8]"],
+            [4, 1, 8, 8],
+        ),  # fmt: skip
     ],
 )
 def test_preprocessing_is_decided_from_inputs_and_model(x, c, steps, shape):
@@ -206,6 +214,57 @@ def test_preprocessing_is_decided_from_inputs_and_model(x, c, steps, shape):
         assert s in pre.describe()
     assert list(pre(x).shape) == shape
     assert probe(Conv(c), pre, inp, "cpu") == 3
+
+
+def test_flat_rows_become_images_only_where_the_shape_is_known():
+    rows = np.arange(2 * 48, dtype=np.float32).reshape(2, 48) / 96
+    pre = plan_preprocess(Inputs(rows, np.array(["a", "b"])), Conv(3))
+    assert not pre.image_shape  # 3 channels: the order of the values is not known
+    meta = CheckpointMeta(input_shape=[3, 4, 4])
+    pre = plan_preprocess(Inputs(rows, np.array(["a", "b"])), Conv(3), meta)
+    assert torch.equal(pre(rows), torch.from_numpy(rows).reshape(2, 3, 4, 4))
+    square = np.arange(2 * 16, dtype=np.float32).reshape(2, 16)
+    pre = plan_preprocess(Inputs(square, np.array(["a", "b"])), Conv(1), mean=[0.5], std=[2.0])
+    assert torch.equal(pre(square), (torch.from_numpy(square).reshape(2, 1, 4, 4) - 0.5) / 2)
+    assert not plan_preprocess(Inputs(square[:, :15], np.array(["a", "b"])), Conv(1)).image_shape
+
+
+def test_tables_csv_tsv_parquet(tmp_path):
+    import pandas as pd
+
+    x = np.random.default_rng(0).random((5, 3)).astype(np.float32)
+    df = pd.DataFrame(x, columns=["a", "b", "c"])
+    df.insert(1, "label", [0, 1, 2, 1, 0])
+    df["sample_id"] = [f"s{i}" for i in range(5)]
+    df.to_csv(tmp_path / "t.csv", index=False)
+    df.to_csv(tmp_path / "t.tsv", index=False, sep="\t")
+    df.to_parquet(tmp_path / "t.parquet")
+    for name in ("t.csv", "t.tsv", "t.parquet"):
+        inp = load_inputs(tmp_path / name)
+        assert np.allclose(inp.x, x) and inp.x.dtype == np.float32, name
+        assert inp.y.tolist() == [0, 1, 2, 1, 0] and inp.ids.tolist()[0] == "s0"
+        assert "3 feature columns, labels 'label', ids 'sample_id'" in inp.source
+    # --labels / --ids naming columns; the default label column becomes a feature then
+    inp = load_inputs(tmp_path / "t.csv", labels="c")
+    assert np.allclose(inp.y, df["c"]) and inp.x.shape == (5, 3)
+    with pytest.raises(InputError, match="column 'sample_id' is not numeric"):
+        load_inputs(tmp_path / "t.parquet", ids="b")  # sample_id is a feature then
+    df.drop(columns="sample_id").to_csv(tmp_path / "noid.csv", index=False)
+    inp = load_inputs(tmp_path / "noid.csv", ids="b")
+    assert inp.ids.tolist() == df["b"].astype(str).tolist() and inp.x.shape == (5, 2)
+    with pytest.raises(InputError, match="labels 'klass' is neither a file nor a column"):
+        load_inputs(tmp_path / "t.csv", labels="klass")
+    np.save(tmp_path / "y.npy", np.zeros(5, np.int64))  # a labels file still wins
+    assert load_inputs(tmp_path / "t.csv", labels=tmp_path / "y.npy").x.shape == (5, 4)
+    df.assign(y=1).to_csv(tmp_path / "two.csv", index=False)
+    with pytest.raises(InputError, match=r"several label columns \(label, y\).*--labels COLUMN"):
+        load_inputs(tmp_path / "two.csv")
+    df.assign(colour="red").to_csv(tmp_path / "text.csv", index=False)
+    with pytest.raises(InputError, match="column 'colour' is not numeric"):
+        load_inputs(tmp_path / "text.csv")
+    (tmp_path / "bad.parquet").write_bytes(b"not parquet")
+    with pytest.raises(InputError, match="bad.parquet cannot be read as a table"):
+        load_inputs(tmp_path / "bad.parquet")
 
 
 def test_mean_std_no_scale_and_tokens():

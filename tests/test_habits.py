@@ -229,6 +229,24 @@ def test_deepspeed_folders_one_file_each(tutorial, tmp_path):
     assert sum(c["selected"] for c in sel["checkpoints"]) == 4 == len(sel["used"])
 
 
+def test_a_csv_with_label_and_id_columns_ranks_as_the_npz(tutorial, tmp_path):
+    """The table habit (one row per input, pixel columns, a label column, an id column)."""
+    import pandas as pd
+
+    d = tutorial
+    z = np.load(d / "test.npz")
+    df = pd.DataFrame(z["x"].reshape(len(z["x"]), -1), columns=[f"pixel{i}" for i in range(64)])
+    df.insert(0, "label", z["y"])
+    df["id"] = z["ids"]
+    df.to_csv(tmp_path / "test.csv", index=False)
+    base = ["--model", f"{d / 'mynet.py'}:MLP", "--k", 4]
+    _rank(d / "ck", *base, "--inputs", d / "test.npz", "--out", tmp_path / "npz.csv")
+    r = _rank(d / "ck", *base, "--inputs", tmp_path / "test.csv", "--out", tmp_path / "t.csv")
+    assert "64 feature columns, labels 'label', ids 'id'" in r.output
+    assert "on your" in r.output  # the labels column gives the comparison
+    assert (tmp_path / "t.csv").read_bytes() == (tmp_path / "npz.csv").read_bytes()
+
+
 def test_a_known_key_with_an_ema_named_twin(tmp_path):
     """``{"model": ..., "ema": ...}``: the model by default, the EMA-named key with ema."""
     torch.manual_seed(0)

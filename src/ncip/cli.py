@@ -236,8 +236,9 @@ CheckpointsOpt = Annotated[
 InputsOpt = Annotated[
     Path,
     typer.Option(
-        help=".npz (x, optional ids and y), .npy (memory-mapped), or a folder of images "
-        "(ImageFolder layout or flat)"
+        help=".npz (x, optional ids and y), .npy (memory-mapped), .pt, a table (.csv, .tsv, "
+        ".parquet: a row per input; columns y/label and id are labels and ids), or a folder "
+        "of images (ImageFolder layout or flat)"
     ),
 ]
 Out = Annotated[
@@ -250,11 +251,14 @@ Out = Annotated[
 Labels = Annotated[
     Path | None,
     typer.Option(
-        help="labels (.npy or .txt): compare NCIP with margin, DeepGini and random order on "
-        "your model"
+        help="labels (.npy or .txt, or a column of a table --inputs): compare NCIP with "
+        "margin, DeepGini and random order on your model"
     ),
 ]
-Ids = Annotated[Path | None, typer.Option(help="sample ids (.npy or .txt), one per input")]
+Ids = Annotated[
+    Path | None,
+    typer.Option(help="sample ids (.npy or .txt, or a column of a table --inputs), one per input"),
+]
 NoScale = Annotated[bool, typer.Option("--no-scale", help="do not divide uint8 inputs by 255")]
 Mean = Annotated[
     str | None, typer.Option(help="per-channel mean to subtract, e.g. 0.485,0.456,0.406")

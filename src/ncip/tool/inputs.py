@@ -2,9 +2,12 @@
 
 Sources: ``.npz`` (``x``, optional ``ids`` and ``y``); ``.npy`` (memory-mapped, so a test set
 larger than memory can be ranked); ``.pt``/``.pth`` written by ``torch.save`` (a tensor, or a
-dict with ``x`` and optional ``y`` and ``ids``; read with ``weights_only=True``); a folder of
-images in torchvision's ImageFolder layout (one subfolder per class, sorted names = class
-indices) or a flat folder of images; or an array.
+dict with ``x`` and optional ``y`` and ``ids``; read with ``weights_only=True``); a table
+(``.csv``, ``.tsv``, ``.parquet``: one row per input, every numeric column a feature in the
+table's order, except a label column ``y``/``label`` and an id column ``id``/``ids``/``sample_id``,
+or the columns that ``labels``/``ids`` name); a folder of images in torchvision's ImageFolder
+layout (one subfolder per class, sorted names = class indices) or a flat folder of images; or
+an array.
 
 Preprocessing is decided once, from the inputs and the model, and printed: uint8 images are
 divided by 255 (unless ``scale=False``); integer pixel values in 0-255 likewise; token ids
@@ -167,10 +170,12 @@ def load_inputs(
             inp = Inputs(x, np.arange(len(x)).astype(str), None, str(path))
         elif path.suffix in TORCH_SUFFIXES:
             inp = _load_torch(path)
+        elif path.suffix.lower() in TABLE_SUFFIXES:
+            inp, ids, labels = _load_table(path, ids, labels)
         else:
             raise InputError(
                 f"inputs {path}: use an .npz (x, optional ids and y), an .npy, a .pt/.pth "
-                "saved with torch.save, or a folder of images"
+                "saved with torch.save, a table (.csv, .tsv, .parquet) or a folder of images"
             )
     if ids is not None:
         inp.ids = np.asarray(
@@ -186,6 +191,78 @@ def load_inputs(
 
 
 TORCH_SUFFIXES = (".pt", ".pth")
+TABLE_SUFFIXES = (".csv", ".tsv", ".parquet")
+# the columns of a table taken as labels and ids unless --labels / --ids name others
+LABEL_COLUMNS = ("y", "label")
+ID_COLUMNS = ("id", "ids", "sample_id")
+
+
+def _column_arg(arg: Any, columns: list[str]) -> str | None:
+    """The column an ``ids``/``labels`` argument names (a string or path that is no file)."""
+    if isinstance(arg, str | Path) and not Path(arg).exists() and str(arg) in columns:
+        return str(arg)
+    return None
+
+
+def _pick_column(path: Path, columns: list[str], names: tuple[str, ...], what: str, flag: str):
+    found = [c for c in columns if c.lower() in names]
+    if len(found) > 1:
+        raise InputError(
+            f"{path} has several {what} columns ({', '.join(found)}); name one with {flag} COLUMN"
+        )
+    return found[0] if found else None
+
+
+def _load_table(path: Path, ids: Any, labels: Any) -> tuple[Inputs, Any, Any]:
+    """Inputs from a table: (inputs, the ids and labels arguments left to apply)."""
+    import pandas as pd
+
+    try:
+        if path.suffix.lower() == ".parquet":
+            df = pd.read_parquet(path)
+        else:
+            df = pd.read_csv(path, sep="\t" if path.suffix.lower() == ".tsv" else ",")
+    except Exception as e:  # noqa: BLE001  (pandas and pyarrow raise many types for bad files)
+        first = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+        raise InputError(f"{path} cannot be read as a table ({first})") from None
+    columns = [str(c) for c in df.columns]
+    df.columns = columns
+    label_col = _column_arg(labels, columns)
+    id_col = _column_arg(ids, columns)
+    for arg, col, what in ((labels, label_col, "labels"), (ids, id_col, "ids")):
+        if isinstance(arg, str | Path) and col is None and not Path(arg).exists():
+            shown = ", ".join(columns[:8]) + (" ..." if len(columns) > 8 else "")
+            raise InputError(
+                f"{what} {str(arg)!r} is neither a file nor a column of {path} (columns: {shown})"
+            )
+    if label_col is None and labels is None:
+        label_col = _pick_column(path, columns, LABEL_COLUMNS, "label", "--labels")
+    if id_col is None and ids is None:
+        id_col = _pick_column(path, columns, ID_COLUMNS, "id", "--ids")
+    features = [c for c in columns if c not in (label_col, id_col)]
+    text = [c for c in features if not pd.api.types.is_numeric_dtype(df[c])]
+    if text:
+        raise InputError(
+            f"{path}: column {text[0]!r} is not numeric ({len(text)} such column(s)); encode it "
+            "as the model was trained (codes, one-hot) or drop it; label and id columns are "
+            f"{'/'.join(LABEL_COLUMNS)} and {'/'.join(ID_COLUMNS)}, or name them with --labels "
+            "and --ids"
+        )
+    if not features:
+        raise InputError(f"{path} has no feature columns (columns: {', '.join(columns)})")
+    x = df[features].to_numpy()
+    if x.dtype == np.float64:
+        x = x.astype(np.float32)
+    inp = Inputs(
+        x,
+        df[id_col].astype(str).to_numpy() if id_col else np.arange(len(df)).astype(str),
+        df[label_col].to_numpy() if label_col else None,
+        f"{path} ({len(features)} feature columns"
+        + (f", labels {label_col!r}" if label_col else "")
+        + (f", ids {id_col!r}" if id_col else "")
+        + ")",
+    )
+    return inp, (None if id_col else ids), (None if label_col else labels)
 
 
 def _tensor_array(t: Any, path: Path, key: str) -> np.ndarray:
@@ -352,6 +429,7 @@ class Preprocess:
     divide_by: float | None = None  # 255 for 8-bit pixels (division, as the pipeline does)
     add_channel: bool = False
     channel_last: bool = False
+    image_shape: tuple[int, ...] | None = None  # flat rows reshaped to [C, H, W]
     mean: np.ndarray | None = None
     std: np.ndarray | None = None
     unit_range: bool = False  # refuse values outside [0, 1] (ncip checkpoints record this)
@@ -366,6 +444,8 @@ class Preprocess:
         t = torch.from_numpy(np.ascontiguousarray(a)).float()
         if self.divide_by is not None:
             t = t.div(self.divide_by)
+        if self.image_shape is not None:
+            t = t.reshape(len(t), *self.image_shape)
         if self.add_channel:
             t = t.unsqueeze(1)
         if self.channel_last:
@@ -425,7 +505,7 @@ def plan_preprocess(
     _scaling(pre, inp, dtype, scale)
     if meta.arch and meta.input_shape and len(meta.input_shape) == 3:
         pre.unit_range = True  # ncip's image models are trained on [0, 1]
-    _layout(pre, shape, c_in, isinstance(first, nn.Conv2d))
+    _layout(pre, shape, c_in, isinstance(first, nn.Conv2d), meta.input_shape)
     _normalisation(pre, shape, mean, std)
     return pre
 
@@ -450,8 +530,28 @@ def _scaling(pre: Preprocess, inp: Inputs, dtype: np.dtype, scale: bool) -> None
         pre.steps.append(f"{dtype} values passed as float32, unscaled")
 
 
-def _layout(pre: Preprocess, shape: tuple, c_in: int | None, conv_first: bool) -> None:
-    """A channel axis for ``[N, H, W]`` images; channel-last images moved to channel-first."""
+def _layout(
+    pre: Preprocess,
+    shape: tuple,
+    c_in: int | None,
+    conv_first: bool,
+    recorded: Sequence[int] | None = None,
+) -> None:
+    """A channel axis for ``[N, H, W]`` images; channel-last images moved to channel-first;
+    flat rows (a table's pixel columns) reshaped to the image shape the checkpoints record, or
+    to a square one-channel image for a convolution that takes one channel."""
+    if len(shape) == 2 and conv_first:
+        n = shape[1]
+        side = int(round(np.sqrt(n)))
+        if recorded and len(recorded) == 3 and int(np.prod(recorded)) == n:
+            pre.image_shape = tuple(int(d) for d in recorded)
+        elif c_in == 1 and side * side == n:
+            pre.image_shape = (1, side, side)
+        if pre.image_shape is not None:
+            pre.steps.append(
+                f"rows of {n} values reshaped to images {list(pre.image_shape)} (row-major)"
+            )
+        return
     if len(shape) == 3 and (c_in == 1 or (c_in is None and conv_first)):
         pre.add_channel = True
         pre.steps.append("a channel axis added ([N, H, W] -> [N, 1, H, W])")
@@ -478,6 +578,8 @@ def _normalisation(
     if mean is None:
         return
     channels = shape[3] if pre.channel_last else (1 if pre.add_channel else shape[1])
+    if pre.image_shape is not None:
+        channels = pre.image_shape[0]
     m, s = np.asarray(mean, np.float64), np.asarray(std, np.float64)
     if len(m) == 1:
         m, s = np.repeat(m, channels), np.repeat(s, channels)
