@@ -78,6 +78,22 @@ def test_arbitrary_pickles_are_refused_naming_the_file_and_the_fix(tmp_path):
     assert "torch.nn.modules.container.Sequential" in msg and "state_dict()" in msg
 
 
+@pytest.mark.filterwarnings("ignore:`torch.jit:FutureWarning")
+def test_torchscript_archives_are_refused_with_the_conversion(tmp_path):
+    import warnings
+
+    torch.jit.script(small()).save(str(tmp_path / "model_e3.pt"))
+    with pytest.raises(CheckpointError) as e, warnings.catch_warnings():
+        warnings.simplefilter("error")  # one line: torch's own warning is not shown
+        discover(tmp_path)
+    msg = str(e.value)
+    assert "model_e3.pt is a TorchScript archive" in msg and "corrupt" not in msg
+    assert f"torch.jit.load('{tmp_path / 'model_e3.pt'}').state_dict()" in msg
+    # the conversion the message gives reads as a plain state dict
+    torch.save(torch.jit.load(str(tmp_path / "model_e3.pt")).state_dict(), tmp_path / "w_3.pt")
+    assert discover(tmp_path / "w_3.pt").final.fmt == "state_dict"
+
+
 def test_payload_in_a_pickle_never_runs(tmp_path):
     marker = tmp_path / "pwned"
 

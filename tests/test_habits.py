@@ -247,6 +247,49 @@ def test_a_csv_with_label_and_id_columns_ranks_as_the_npz(tutorial, tmp_path):
     assert (tmp_path / "t.csv").read_bytes() == (tmp_path / "npz.csv").read_bytes()
 
 
+ACCELERATE_RUN = """
+import sys, numpy as np, torch
+from accelerate import Accelerator
+from accelerate.utils import ProjectConfiguration
+sys.path.insert(0, sys.argv[2])
+from mynet import MLP
+z = np.load(sys.argv[3])
+x, y = torch.from_numpy(z["x"]).float().div(255), torch.from_numpy(z["y"]).long()
+cfg = ProjectConfiguration(project_dir=sys.argv[1], automatic_checkpoint_naming=True)
+acc = Accelerator(cpu=True, project_config=cfg)
+torch.manual_seed(0)
+model = MLP()
+model, opt = acc.prepare(model, torch.optim.Adam(model.parameters(), 3e-3))
+for epoch in range(11):
+    for i in range(0, len(x), 64):
+        loss = torch.nn.functional.cross_entropy(model(x[i : i + 64]), y[i : i + 64])
+        opt.zero_grad()
+        acc.backward(loss)
+        opt.step()
+    acc.save_state()
+"""
+
+
+def test_accelerate_save_state_folders(tutorial, tmp_path):
+    """Accelerate's save_state: checkpoints/checkpoint_<i>/ with model.safetensors, the
+    optimizer and RNG states beside it, no trainer_state.json; ordered by the folder names
+    (checkpoint_10 after checkpoint_9), said as such."""
+    import subprocess
+    import sys
+
+    d = tutorial
+    script = tmp_path / "run.py"
+    script.write_text(ACCELERATE_RUN)
+    subprocess.run([sys.executable, script, tmp_path / "run", d, d / "test.npz"], check=True)
+    ck = tmp_path / "run" / "checkpoints"
+    assert (ck / "checkpoint_10" / "model.safetensors").is_file()
+    assert (ck / "checkpoint_10" / "optimizer.bin").is_file()
+    r = _rank(ck, "--model", f"{d / 'mynet.py'}:MLP", "--inputs", d / "test.npz",
+              "--out", tmp_path / "r.csv", "--k", 4)  # fmt: skip
+    assert "11 checkpoints (hf), ordered by the number in each file name" in r.output
+    assert "checkpoint_0 ... checkpoint_10" in r.output
+
+
 def test_a_known_key_with_an_ema_named_twin(tmp_path):
     """``{"model": ..., "ema": ...}``: the model by default, the EMA-named key with ema."""
     torch.manual_seed(0)

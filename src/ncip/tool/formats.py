@@ -177,7 +177,7 @@ def inspect_file(
             p,
             "hf",
             epoch=None if epoch is None else round(epoch),
-            step=step if step is not None else _name_number(p.name),
+            step=step,  # without trainer_state.json (Accelerate's save_state): the name orders
         ), ""
     if p.name in NOT_WEIGHTS:
         return None, NOT_WEIGHTS[p.name]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import pickle
 import re
+import warnings
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -39,7 +40,9 @@ def torch_load(path: Path | str) -> Any:
     import torch
 
     path = Path(path)
-    with torch.serialization.safe_globals(_allowed_globals()):
+    with torch.serialization.safe_globals(_allowed_globals()), warnings.catch_warnings():
+        # torch warns before refusing a TorchScript archive; the refusal below says it all
+        warnings.filterwarnings("ignore", message=".*TorchScript archive", category=UserWarning)
         try:
             try:
                 return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
@@ -67,12 +70,31 @@ def torch_load(path: Path | str) -> Any:
                 "original out"
             ) from None
         except (RuntimeError, EOFError, OSError, ValueError, KeyError) as e:
+            if _is_torchscript(path):
+                safe = path.with_name(f"{path.stem}-weights.pt")
+                raise CheckpointError(
+                    f"{path} is a TorchScript archive (torch.jit.save): its model is code that "
+                    "ncip does not run. If you trust it, save its weights once in a trusted "
+                    f"session (torch.save(torch.jit.load('{path}').state_dict(), '{safe}')), "
+                    "move the archive out, and give --model"
+                ) from None
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise CheckpointError(
                 f"{path} is not a readable PyTorch checkpoint (truncated or corrupt? "
                 f"{first[:160]}); "
                 "remove it from the folder or write it again"
             ) from None
+
+
+def _is_torchscript(path: Path) -> bool:
+    """Whether a file is a TorchScript archive (a zip with the model's code and constants)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            return any(n.endswith("/constants.pkl") or "/code/" in n for n in z.namelist())
+    except (zipfile.BadZipFile, OSError):
+        return False
 
 
 def _unsafe_globals(path: Path) -> list[str]:
