@@ -493,6 +493,65 @@ def test_a_recorded_factory_runs_only_when_trusted(tmp_path):
     assert (tmp_path / "ran").exists()
 
 
+WIDE_SOURCE = MLP_SOURCE + (
+    "\n\nclass Wide(MLP):  # arguments without defaults, as many research models have\n"
+    "    def __init__(self, width, num_classes, act='relu'):\n"
+    "        assert width == 64 and act == 'relu'\n"
+    "        super().__init__(num_classes)\n"
+)
+
+
+def test_a_factory_with_required_arguments(tutorial, tmp_path):
+    """--model 'file.py:Net(64, act="relu")': literal arguments only; a factory that needs
+    arguments names them in the error; a recorded factory with arguments works when trusted."""
+    from dataclasses import replace
+
+    from safetensors.torch import load_file
+
+    from ncip.core.checkpoints import read_meta, save_state
+
+    d = tutorial
+    (tmp_path / "wide.py").write_text(WIDE_SOURCE)
+    base = ["--inputs", d / "test.npz", "--k", 4]
+    _rank(d / "ck", "--model", f"{d / 'mynet.py'}:MLP", *base, "--out", tmp_path / "ref.csv")
+    spec = f"{tmp_path / 'wide.py'}:Wide"
+    r = runner.invoke(app, ["rank", str(d / "ck"), "--model", spec, *map(str, base),
+                            "--out", str(tmp_path / "x.csv")])  # fmt: skip
+    assert r.exit_code == 2 and f"--model '{spec}(width=...)' (ncip passes num_classes)" in r.output
+    _rank(d / "ck", "--model", f"{spec}(64, act='relu')", *base, "--out", tmp_path / "w.csv")
+    assert (tmp_path / "w.csv").read_bytes() == (tmp_path / "ref.csv").read_bytes()
+    r = runner.invoke(app, ["rank", str(d / "ck"), "--model", f"{spec}(open('x'))",
+                            *map(str, base), "--out", str(tmp_path / "x.csv")])  # fmt: skip
+    assert r.exit_code == 2 and "must be Python literals" in r.output
+    assert not (tmp_path / "x.csv").exists()
+
+    _writer_folder(tmp_path / "w")
+    recorded = f"{spec}(width=64)"
+    for f in (tmp_path / "w" / "ck").glob("*.safetensors"):
+        save_state(f, load_file(str(f)), replace(read_meta(f), factory=recorded))
+    args = ["rank", str(tmp_path / "w" / "ck"), "--inputs", str(tmp_path / "w" / "test.npz"),
+            "--out", str(tmp_path / "r.csv"), "--k", "3", "--quiet"]  # fmt: skip
+    r = runner.invoke(app, args)
+    assert r.exit_code == 2 and f"pass --model '{recorded}'" in r.output
+    r = runner.invoke(app, [*args, "--trust-recorded-model"])
+    assert r.exit_code == 0, r.output
+
+
+def test_split_call_takes_literals_only():
+    from ncip.core.factory import ModelSourceError
+    from ncip.tool.modelsource import split_call
+
+    assert split_call("m:Net") == ("m:Net", (), {})
+    assert split_call("a/b.py:Net(3, [1, 2], k={'x': None}, s='(')") == (
+        "a/b.py:Net",
+        (3, [1, 2]),
+        {"k": {"x": None}, "s": "("},
+    )
+    for bad in ("m:Net(x)", "m:Net(**kw)", "m:Net(f(1))", "m:Net(1)(2)"):
+        with pytest.raises(ModelSourceError, match="must be Python literals"):
+            split_call(bad)
+
+
 def test_outputs_follow_the_umask_and_stale_temps_go(tutorial, tmp_path):
     import os
 

@@ -187,7 +187,8 @@ Model = Annotated[
     str | None,
     typer.Option(
         help="package.module:function or file.py:function (a factory returning an nn.Module; "
-        "gets num_classes if it takes it), torchvision:NAME, or an ncip model; not needed for "
+        "gets num_classes if it takes it; other arguments as literals: 'file.py:Net(hidden=256)'"
+        "), torchvision:NAME, or an ncip model; not needed for "
         "ncip or Hugging Face checkpoints",
     ),
 ]

@@ -3,7 +3,8 @@
 ``--model`` (or ``model=`` in :func:`ncip.rank`) takes
 
 - ``package.module:function`` or ``path/to/file.py:function``: an importable factory (a function
-  or an ``nn.Module`` class); ``num_classes`` is passed when it takes that argument;
+  or an ``nn.Module`` class); ``num_classes`` is passed when it takes that argument; arguments
+  it needs are written after it as Python literals, ``mynet:Net(hidden=256, depth=3)``;
 - ``torchvision:NAME``: ``torchvision.models.get_model(NAME, weights=None, num_classes=C)``;
 - the name of one of ncip's registered models (``ncip models``);
 - a Python callable (library use);
@@ -19,6 +20,7 @@ or the module named with ``head``.
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,12 +140,12 @@ def _recorded_factory(meta: CheckpointMeta, cs: CheckpointSet, trust: bool) -> F
     if not trust:
         raise ModelSourceError(
             f"the checkpoints name their model factory {recorded!r}; ncip runs no code named "
-            f"inside checkpoint files: if you trust it, pass --model {recorded} (or "
+            f"inside checkpoint files: if you trust it, pass --model {shlex.quote(recorded)} (or "
             "--trust-recorded-model)"
         )
     if meta.arch == "external":
         return Factory(lambda _c: build_external(meta), False, f"{recorded} (imported)")
-    return callable_factory(_import_user(recorded), f"{recorded} (recorded in the checkpoints)")
+    return _user_factory(recorded, f"{recorded} (recorded in the checkpoints)")
 
 
 def resolve_factory(
@@ -177,7 +179,43 @@ def resolve_factory(
         return _torchvision_factory(spec.split(":", 1)[1])
     if spec in list_models():
         return _registry_factory(spec, cs)
-    return callable_factory(_import_user(spec), f"--model {spec}")
+    return _user_factory(spec, f"--model {spec}")
+
+
+def _user_factory(spec: str, description: str) -> Factory:
+    """A factory from the user's module or file, with the literal arguments the spec gives."""
+    import functools
+
+    name, args, kwargs = split_call(spec)
+    fn = _import_user(name)
+    if args or kwargs:
+        fn = functools.wraps(fn)(functools.partial(fn, *args, **kwargs))
+    return callable_factory(fn, description)
+
+
+def split_call(spec: str) -> tuple[str, tuple, dict[str, Any]]:
+    """``"mynet:Net(64, hidden=256)"`` -> ``("mynet:Net", (64,), {"hidden": 256})``: the
+    arguments are Python literals (numbers, strings, lists, dicts, True/None), nothing is
+    evaluated; a spec without parentheses has none."""
+    import ast
+
+    if not spec.endswith(")") or "(" not in spec:
+        return spec, (), {}
+    name = spec[: spec.index("(")]
+    try:
+        call = ast.parse(f"f{spec[len(name) :]}", mode="eval").body
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
+            raise ValueError
+        args = tuple(ast.literal_eval(a) for a in call.args)
+        kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+        if None in kwargs:
+            raise ValueError
+    except (SyntaxError, ValueError):
+        raise ModelSourceError(
+            f"--model {spec!r}: the arguments after {name} must be Python literals, e.g. "
+            f"'{name}(hidden=256, depth=3)' (quote the whole --model for the shell)"
+        ) from None
+    return name, args, kwargs
 
 
 def _import_user(spec: str):
@@ -386,6 +424,7 @@ def load_model(
         except Exception as e:  # noqa: BLE001  (user code: report it in one line)
             raise ModelSourceError(
                 f"{factory.description} failed to build the model: {type(e).__name__}: {e}"
+                + _arguments_hint(factory, e)
             ) from None
     keys = list(model.state_dict().keys())
     hf = final.fmt == "hf" and hasattr(model, "from_pretrained") and prefix is None
@@ -397,6 +436,22 @@ def load_model(
     loaded.set_head(head_name, final)
     model.to(device)
     return loaded
+
+
+def _arguments_hint(factory: Factory, error: Exception | str) -> str:
+    """How to give the arguments a factory said it misses (a TypeError naming them)."""
+    import re
+
+    msg = str(error)
+    spec = factory.description.removeprefix("--model ")
+    if "TypeError" not in f"{type(error).__name__} {msg}" or "required" not in msg:
+        return ""
+    if "(" in spec or not factory.description.startswith("--model "):
+        return ""
+    names = [n for n in re.findall(r"'(\w+)'", msg.split("required", 1)[1]) if n != "num_classes"]
+    call = ", ".join(f"{n}=..." for n in names or ["hidden"])
+    passed = " (ncip passes num_classes)" if factory.takes_num_classes else ""
+    return f"; give its arguments as Python literals after it: --model '{spec}({call})'{passed}"
 
 
 def _guess_classes(factory: Factory, file_shapes: dict[str, tuple], prefix: str | None):
@@ -425,6 +480,7 @@ def _guess_classes(factory: Factory, file_shapes: dict[str, tuple], prefix: str 
         raise ModelSourceError(
             f"{factory.description} failed to build the model for every class count tried "
             f"({', '.join(map(str, sizes[:MAX_CLASS_GUESSES]))}): {errors[0]}"
+            + _arguments_hint(factory, errors[0])
         )
     raise ModelSourceError(
         f"{factory.description} does not match the final checkpoint for any class count the "
