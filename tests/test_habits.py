@@ -537,6 +537,60 @@ def test_a_factory_with_required_arguments(tutorial, tmp_path):
     assert r.exit_code == 0, r.output
 
 
+LIT_SOURCE = """
+import torch, torch.nn as nn, torch.nn.functional as F
+import pytorch_lightning as pl
+
+
+class LitMLP(pl.LightningModule):  # the layers on the module itself, its arguments recorded
+    def __init__(self, width, classes, lr=3e-3):
+        super().__init__()
+        self.save_hyperparameters()
+        self.body = nn.Sequential(nn.Flatten(), nn.Linear(64, width), nn.ReLU())
+        self.fc = nn.Linear(width, classes)
+
+    def forward(self, x):
+        return self.fc(self.body(x))
+
+    def training_step(self, batch, _):
+        return F.cross_entropy(self(batch[0]), batch[1])
+
+    def configure_optimizers(self):
+        return torch.optim.Adam(self.parameters(), self.hparams.lr)
+"""
+
+
+def test_a_lightning_module_rebuilt_with_its_recorded_hyperparameters(tmp_path):
+    """`--model lit.py:LitMLP` where the LightningModule is the network and takes arguments:
+    the checkpoint's ``hyper_parameters`` (data, as load_from_checkpoint uses them) fill them;
+    literal arguments given on the command line win."""
+    pl = pytest.importorskip("pytorch_lightning")
+    (tmp_path / "lit.py").write_text(LIT_SOURCE)
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("lit_for_test", tmp_path / "lit.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    tr, te = _digits()
+    ds = torch.utils.data.TensorDataset(torch.from_numpy(tr.x).float().div(255),
+                                        torch.from_numpy(tr.y))  # fmt: skip
+    pl.seed_everything(0)
+    trainer = pl.Trainer(
+        max_epochs=4, accelerator="cpu", logger=False, enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[pl.callbacks.ModelCheckpoint(dirpath=tmp_path / "ck", save_top_k=-1)],
+    )  # fmt: skip
+    trainer.fit(mod.LitMLP(24, 10), torch.utils.data.DataLoader(ds, batch_size=64))
+    np.savez(tmp_path / "test.npz", x=te.x, y=te.y, ids=te.ids)
+    base = ["--inputs", tmp_path / "test.npz", "--k", 3]
+    r = _rank(tmp_path / "ck", "--model", f"{tmp_path / 'lit.py'}:LitMLP", *base,
+              "--out", tmp_path / "a.csv")  # fmt: skip
+    assert "with the checkpoint's hyper_parameters (width=24, classes=10, lr=0.003)" in r.output
+    _rank(tmp_path / "ck", "--model", f"{tmp_path / 'lit.py'}:LitMLP(24, classes=10)", *base,
+          "--out", tmp_path / "b.csv")  # fmt: skip
+    assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
+
+
 def test_split_call_takes_literals_only():
     from ncip.core.factory import ModelSourceError
     from ncip.tool.modelsource import split_call

@@ -179,18 +179,48 @@ def resolve_factory(
         return _torchvision_factory(spec.split(":", 1)[1])
     if spec in list_models():
         return _registry_factory(spec, cs)
-    return _user_factory(spec, f"--model {spec}")
+    return _user_factory(spec, f"--model {spec}", final)
 
 
-def _user_factory(spec: str, description: str) -> Factory:
-    """A factory from the user's module or file, with the literal arguments the spec gives."""
+def _user_factory(spec: str, description: str, final: Checkpoint | None = None) -> Factory:
+    """A factory from the user's module or file, with the literal arguments the spec gives;
+    without any, the arguments a PyTorch Lightning checkpoint records (``hyper_parameters``,
+    which ``LightningModule.load_from_checkpoint`` passes too) that the factory takes."""
     import functools
 
     name, args, kwargs = split_call(spec)
     fn = _import_user(name)
+    if not args and not kwargs and final is not None:
+        kwargs = _recorded_hyperparameters(final, fn)
+        if kwargs:
+            shown = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+            description += f" with the checkpoint's hyper_parameters ({shown})"
     if args or kwargs:
         fn = functools.wraps(fn)(functools.partial(fn, *args, **kwargs))
     return callable_factory(fn, description)
+
+
+def _recorded_hyperparameters(final: Checkpoint, fn: Callable) -> dict[str, Any]:
+    """The ``hyper_parameters`` of a Lightning checkpoint that ``fn`` takes by name."""
+    import inspect
+
+    from ncip.tool.unpickle import torch_load
+
+    if final.fmt != "container" or final.container_key != "state_dict":
+        return {}
+    hp = torch_load(final.path).get("hyper_parameters")
+    if not isinstance(hp, dict):
+        return {}
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return {}
+    named = {
+        n
+        for n, p in params.items()
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n != "self"
+    }
+    return {k: v for k, v in hp.items() if k in named}
 
 
 def split_call(spec: str) -> tuple[str, tuple, dict[str, Any]]:
