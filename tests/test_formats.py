@@ -259,7 +259,8 @@ def test_tables_csv_tsv_parquet(tmp_path):
         inp = load_inputs(tmp_path / name)
         assert np.allclose(inp.x, x) and inp.x.dtype == np.float32, name
         assert inp.y.tolist() == [0, 1, 2, 1, 0] and inp.ids.tolist()[0] == "s0"
-        assert "3 feature columns, labels 'label', ids 'sample_id'" in inp.source
+        assert inp.detail == "3 feature columns, labels 'label', ids 'sample_id'"
+        assert inp.source == str(tmp_path / name)  # the path: outputs are checked against it
     # --labels / --ids naming columns; the default label column becomes a feature then
     inp = load_inputs(tmp_path / "t.csv", labels="c")
     assert np.allclose(inp.y, df["c"]) and inp.x.shape == (5, 3)

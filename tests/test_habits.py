@@ -245,6 +245,16 @@ def test_a_csv_with_label_and_id_columns_ranks_as_the_npz(tutorial, tmp_path):
     assert "64 feature columns, labels 'label', ids 'id'" in r.output
     assert "on your" in r.output  # the labels column gives the comparison
     assert (tmp_path / "t.csv").read_bytes() == (tmp_path / "npz.csv").read_bytes()
+    # from Python too, a ranking never replaces the table it was read from
+    from ncip.core.errors import InputError
+    from ncip.tool.rank import rank
+
+    before = (tmp_path / "test.csv").read_bytes()
+    result = rank(d / "ck", tmp_path / "test.csv", f"{d / 'mynet.py'}:MLP", k=4,
+                  show_progress=False)  # fmt: skip
+    with pytest.raises(InputError, match="test.csv"):
+        result.save(tmp_path / "test.csv")
+    assert (tmp_path / "test.csv").read_bytes() == before
 
 
 ACCELERATE_RUN = """
@@ -638,3 +648,24 @@ def test_truncated_hugging_face_files_are_named(tmp_path):
     (d / "config.json").write_text('{"architectures": ["Bert')
     with pytest.raises(CheckpointError, match="config.json is not valid JSON"):
         _hf_factory(d / "config.json")
+
+
+def test_an_interrupted_rank_says_so_and_writes_nothing(tutorial, tmp_path, monkeypatch):
+    """Ctrl-C during the work: one line, exit code 130, an earlier ranking left as it was."""
+    import ncip.tool.rank
+
+    d = tutorial
+    args = [d / "ck", "--model", f"{d / 'mynet.py'}:MLP", "--inputs", d / "test.npz",
+            "--out", tmp_path / "r.csv", "--k", 4]  # fmt: skip
+    _rank(*args)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+
+    def interrupted(*_a, **_k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ncip.tool.rank, "rank", interrupted)
+    r = runner.invoke(app, ["rank", *map(str, args)])
+    assert r.exit_code == 130
+    said = f"interrupted: nothing was written; {tmp_path / 'r.csv'} is as it was"
+    assert r.output.strip() == said
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated
 
@@ -355,38 +356,49 @@ def rank(
         raise StageError("give the checkpoints: a folder, a glob such as 'ckpt/*.pt', or files")
     # before any work: never over one of the run's own inputs
     check_output_path(out, preview, [inputs, labels, ids])
-    result = rank_inputs(
-        sources[0] if len(sources) == 1 else sources,
-        inputs,
-        model,
-        k=k,
-        alpha=alpha,
-        ids=ids,
-        labels=labels,
-        head=head,
-        num_classes=num_classes,
-        prefix=prefix,
-        ema=ema,
-        state_key=state_key,
-        scale=not no_scale,
-        mean=_floats(mean, "mean"),
-        std=_floats(std, "std"),
-        batch_size=batch_size,
-        device=device,
-        skip_bad=skip_bad,
-        seed=seed,
-        show_progress=not quiet,
-        engine_path=engine,
-        precision=precision,
-        compile=compile,
-        trust_recorded_model=trust_recorded_model,
-        order=order,
-    )
+    with _interrupt_says(f"nothing was written; {out} is as it was"):
+        result = rank_inputs(
+            sources[0] if len(sources) == 1 else sources,
+            inputs,
+            model,
+            k=k,
+            alpha=alpha,
+            ids=ids,
+            labels=labels,
+            head=head,
+            num_classes=num_classes,
+            prefix=prefix,
+            ema=ema,
+            state_key=state_key,
+            scale=not no_scale,
+            mean=_floats(mean, "mean"),
+            std=_floats(std, "std"),
+            batch_size=batch_size,
+            device=device,
+            skip_bad=skip_bad,
+            seed=seed,
+            show_progress=not quiet,
+            engine_path=engine,
+            precision=precision,
+            compile=compile,
+            trust_recorded_model=trust_recorded_model,
+            order=order,
+        )
     images = _preview_images(result) if preview is not None else None
     written = result.save(out, preview, images, result.inputs.class_names)
     if result.evaluation is not None:
         typer.echo(result.evaluation_text())
     typer.echo(f"{result.notes[-1]} -> {', '.join(str(p) for p in written)}")
+
+
+@contextlib.contextmanager
+def _interrupt_says(what: str):
+    """Ctrl-C (or SIGINT) during the work: one line saying what was left, exit code 130."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        typer.echo(f"interrupted: {what}", err=True)
+        raise typer.Exit(130) from None
 
 
 @app.command(epilog="Example: ncip prune ckpt/ --model mynet:Net --k 30   (a dry run; add --yes)")

@@ -96,8 +96,9 @@ class Inputs:
     x: Any  # np.ndarray, a memory map, or ImageFiles
     ids: np.ndarray  # str, one per input
     y: np.ndarray | None = None
-    source: str = "array"
+    source: str = "array"  # the file or folder read (outputs must never replace it)
     class_names: list[str] | None = None
+    detail: str = ""  # how a table's columns were read, for the run's notes
 
     def __len__(self) -> int:
         return len(self.x)
@@ -257,10 +258,10 @@ def _load_table(path: Path, ids: Any, labels: Any) -> tuple[Inputs, Any, Any]:
         x,
         df[id_col].astype(str).to_numpy() if id_col else np.arange(len(df)).astype(str),
         df[label_col].to_numpy() if label_col else None,
-        f"{path} ({len(features)} feature columns"
+        str(path),
+        detail=f"{len(features)} feature columns"
         + (f", labels {label_col!r}" if label_col else "")
-        + (f", ids {id_col!r}" if id_col else "")
-        + ")",
+        + (f", ids {id_col!r}" if id_col else ""),
     )
     return inp, (None if id_col else ids), (None if label_col else labels)
 

@@ -250,7 +250,8 @@ def rank(
     pre = plan_preprocess(inp, lm.model, lm.meta, scale, mean, std)
     note(f"model: {lm.description}; head {lm.head_key!r}" + _stripped(lm))
     shape = list(inp.x.shape[1:])
-    note(f"inputs: {len(inp)} from {inp.source}, shape {shape}; preprocessing: {pre.describe()}")
+    read = f"{inp.source} ({inp.detail})" if inp.detail else inp.source
+    note(f"inputs: {len(inp)} from {read}, shape {shape}; preprocessing: {pre.describe()}")
     classes, binary = _classes(lm, cs, pre, inp, dev, head)
     # the heads first: a checkpoint of another class count is named before the labels are
     usable, sigma, dropped = head_sigma(lm, cs, skip_bad)
