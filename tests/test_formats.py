@@ -94,6 +94,17 @@ def test_torchscript_archives_are_refused_with_the_conversion(tmp_path):
     assert discover(tmp_path / "w_3.pt").final.fmt == "state_dict"
 
 
+def test_other_frameworks_checkpoints_point_to_rank_probs(tmp_path):
+    for name in ("model_01.h5", "ckpt-2.index", "ckpt-2.data-00000-of-00001"):
+        (tmp_path / name).write_bytes(b"\x89HDF")
+    with pytest.raises(CheckpointError) as e:
+        discover(tmp_path)
+    msg = str(e.value)
+    assert "model_01.h5 (a Keras file: ncip reads PyTorch checkpoints" in msg
+    assert "ckpt-2.data-00000-of-00001, ckpt-2.index (a TensorFlow file" in msg
+    assert "ncip.rank_probs" in msg and "\n" not in msg
+
+
 def test_payload_in_a_pickle_never_runs(tmp_path):
     marker = tmp_path / "pwned"
 

@@ -55,6 +55,15 @@ NOT_WEIGHTS = {
     "training_args.bin": "Trainer arguments",
 }
 WEIGHT_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".ckpt", ".tar")
+# Checkpoints of other frameworks: named, with the way to rank them (their predictions)
+OTHER_FRAMEWORKS = {
+    ".h5": "Keras",
+    ".keras": "Keras",
+    ".index": "TensorFlow",
+    ".onnx": "ONNX",
+    ".msgpack": "Flax",
+    ".joblib": "scikit-learn",
+}
 
 
 @dataclass(frozen=True)
@@ -182,6 +191,14 @@ def inspect_file(
     if p.name in NOT_WEIGHTS:
         return None, NOT_WEIGHTS[p.name]
     if not p.name.endswith(WEIGHT_SUFFIXES):
+        other = OTHER_FRAMEWORKS.get(p.suffix.lower())
+        if other is None and ".data-" in p.name:
+            other = "TensorFlow"
+        if other:
+            return None, (
+                f"a {other} file: ncip reads PyTorch checkpoints; rank {other} checkpoints by "
+                "their predictions with ncip.rank_probs (README, 'From Python')"
+            )
         return None, "not a checkpoint format"
     if p.suffix == ".safetensors":
         return _inspect_safetensors(p, ema)
