@@ -295,6 +295,21 @@ def test_tables_csv_tsv_parquet(tmp_path):
         load_inputs(tmp_path / "bad.parquet")
 
 
+def test_label_and_id_files_written_by_pandas(tmp_path):
+    import pandas as pd
+
+    pd.DataFrame({"label": [2, 0, 1]}).to_csv(tmp_path / "y.csv", index=False)
+    pd.DataFrame({"id": ["a", "b", "c"]}).to_csv(tmp_path / "ids.csv", index=False)
+    pd.Series([2, 0, 1]).to_csv(tmp_path / "indexed.csv")  # the index as a first column
+    x = np.zeros((3, 2), np.float32)
+    inp = load_inputs(x, ids=tmp_path / "ids.csv", labels=tmp_path / "y.csv")
+    assert inp.y.tolist() == ["2", "0", "1"] and inp.ids.tolist() == ["a", "b", "c"]
+    check_inputs(inp, 3)
+    assert inp.y.tolist() == [2, 0, 1]
+    with pytest.raises(InputError, match=r"has several columns \(',0' \.\.\.\); give one value"):
+        load_inputs(x, labels=tmp_path / "indexed.csv")
+
+
 def test_mean_std_no_scale_and_tokens():
     x = np.full((2, 3, 4, 4), 255, np.uint8)
     pre = plan_preprocess(Inputs(x, np.array(["a", "b"])), Conv(3), mean=[0.5], std=[0.25])

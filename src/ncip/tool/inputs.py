@@ -111,10 +111,28 @@ def _read_array(path: Path, what: str) -> np.ndarray:
         if path.suffix == ".npy":
             return np.load(path, allow_pickle=False)
         if path.suffix in (".txt", ".csv"):
-            return np.array([ln.strip() for ln in path.read_text().splitlines() if ln.strip()])
+            return _one_value_per_line(path, what)
+    except InputError:
+        raise
     except (ValueError, OSError, EOFError) as e:
         raise InputError(f"{path} cannot be read as {what} ({e or 'empty file'})") from None
     raise InputError(f"{what} file {path}: use .npy, or .txt with one value per line")
+
+
+def _one_value_per_line(path: Path, what: str) -> np.ndarray:
+    """The values of a one-column text file; a header line (``label``, ``id``: what pandas'
+    ``to_csv`` writes first) is dropped, a file of several columns refused."""
+    lines = [ln.strip() for ln in path.read_text().splitlines() if ln.strip()]
+    if lines and any(sep in lines[-1] for sep in (",", "\t")):
+        raise InputError(
+            f"{what} file {path} has several columns ({lines[0]!r} ...); give one value per line "
+            "(pandas: to_csv(path, index=False)), or pass the table as --inputs and name its "
+            f"column with --{what}"
+        )
+    header = LABEL_COLUMNS if what == "labels" else ID_COLUMNS
+    if lines and lines[0].lower() in header:
+        lines = lines[1:]
+    return np.array(lines)
 
 
 def _image_folder(d: Path) -> tuple[list[Path], np.ndarray | None, list[str] | None]:
