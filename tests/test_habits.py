@@ -669,3 +669,27 @@ def test_an_interrupted_rank_says_so_and_writes_nothing(tutorial, tmp_path, monk
     said = f"interrupted: nothing was written; {tmp_path / 'r.csv'} is as it was"
     assert r.output.strip() == said
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_import_external_refuses_a_model_with_arguments(tmp_path):
+    """The study's stages rebuild an imported subject's model from the recorded factory by name
+    alone, so `ncip import-external` refuses arguments there (ncip rank takes them) before
+    writing anything, and does not fill them from hyper_parameters either."""
+    from dataclasses import replace
+
+    from ncip.study.data import prepare_dataset
+    from ncip.study.external import ExternalError, ExternalSpec
+    from ncip.study.importing import import_external
+
+    _writer_folder(tmp_path)
+    (tmp_path / "wide.py").write_text(WIDE_SOURCE)
+    info, splits = prepare_dataset("digits")
+    out = tmp_path / "imported"
+    spec = ExternalSpec("digits-wide", tmp_path / "ck", tmp_path,
+                        model=f"{tmp_path / 'wide.py'}:Wide(64)", head="fc")  # fmt: skip
+    with pytest.raises(ExternalError, match="passes arguments, but the study's stages import"):
+        import_external(spec, info, splits, out, "digits-wide", 0)
+    assert not out.exists()
+    plain = replace(spec, model=f"{tmp_path / 'wide.py'}:MLP")
+    hist = import_external(plain, info, splits, out, "digits-wide", 0)
+    assert len(hist) == 6 and (out / "history.csv").is_file()

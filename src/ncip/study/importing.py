@@ -35,7 +35,7 @@ from ncip.study.external import (
 )
 from ncip.study.predict import batched_outputs
 from ncip.tool.formats import check_consistent, discover
-from ncip.tool.modelsource import LoadedModel, load_model
+from ncip.tool.modelsource import LoadedModel, load_model, split_call
 
 
 def import_external(
@@ -54,7 +54,14 @@ def import_external(
     cs = discover(folder)
     check_consistent(cs)
     dev = resolve_device(device)
-    lm = load_model(spec.model, cs, info.num_classes, None, spec.head, dev)
+    if spec.model and split_call(spec.model)[0] != spec.model:
+        raise ExternalError(
+            f"external subject {spec.name}: model {spec.model!r} passes arguments, but the "
+            "study's stages import the factory by name alone; name a function that builds it "
+            "without arguments (def make(num_classes): return Net(hidden=256, "
+            "num_classes=num_classes))"
+        )
+    lm = load_model(spec.model, cs, info.num_classes, None, spec.head, dev, arguments=False)
     if lm.num_classes != info.num_classes:
         raise ExternalError(
             f"external subject {spec.name}: the model has {lm.num_classes} classes "

@@ -149,7 +149,10 @@ def _recorded_factory(meta: CheckpointMeta, cs: CheckpointSet, trust: bool) -> F
 
 
 def resolve_factory(
-    spec: str | Callable | None, cs: CheckpointSet, trust_recorded: bool = False
+    spec: str | Callable | None,
+    cs: CheckpointSet,
+    trust_recorded: bool = False,
+    arguments: bool = True,
 ) -> Factory:
     """The model factory named by ``spec`` (see the module docstring). Without ``spec``, a
     factory recorded in the checkpoints is used only if it runs no code (an ncip model, a
@@ -179,6 +182,8 @@ def resolve_factory(
         return _torchvision_factory(spec.split(":", 1)[1])
     if spec in list_models():
         return _registry_factory(spec, cs)
+    if not arguments:
+        return callable_factory(_import_user(spec), f"model {spec}")
     return _user_factory(spec, f"--model {spec}", final)
 
 
@@ -438,9 +443,12 @@ def load_model(
     head: str | None = None,
     device: torch.device | str = "cpu",
     trust_recorded: bool = False,
+    arguments: bool = True,
 ) -> LoadedModel:
-    """Build the model, match the final checkpoint's keys to it and load those weights."""
-    factory = resolve_factory(spec, cs, trust_recorded)
+    """Build the model, match the final checkpoint's keys to it and load those weights.
+    ``arguments=False``: the factory is called by name alone, as the study's stages will call
+    the factory an imported subject records (no literal arguments, no hyper_parameters)."""
+    factory = resolve_factory(spec, cs, trust_recorded, arguments)
     final = cs.final
     file_shapes = tensor_shapes(final)
     model = None
