@@ -220,6 +220,8 @@ def test_deepspeed_folders_one_file_each(tutorial, tmp_path):
         (ds / f"global_step{e * 17}").mkdir(parents=True)
         torch.save({"module": sd, "global_steps": e * 17, "dp_world_size": 1},
                    ds / f"global_step{e * 17}" / "mp_rank_00_model_states.pt")  # fmt: skip
+        optim = ds / f"global_step{e * 17}" / "zero_pp_rank_0_mp_rank_00_optim_states.pt"
+        torch.save({"optimizer_state_dict": {"state": {}, "param_groups": []}}, optim)
     r = runner.invoke(app, ["rank", str(ds), *map(str, base), "--out", str(tmp_path / "x.csv")])
     assert r.exit_code == 2 and f"'{ds}/*/mp_rank_00_model_states.pt'" in r.output
     r = _rank(f"{ds}/global_step*/mp_rank_00_model_states.pt", *base, "--out", tmp_path / "r.csv")
@@ -227,6 +229,13 @@ def test_deepspeed_folders_one_file_each(tutorial, tmp_path):
     assert "global_step17/mp_rank_00_model_states.pt ... global_step136/" in r.output
     sel = json.loads((tmp_path / "r.selection.json").read_text())
     assert sum(c["selected"] for c in sel["checkpoints"]) == 4 == len(sel["used"])
+    # one level above a run's folder: the folder to give, not a glob
+    (tmp_path / "logs").mkdir()
+    shutil.copytree(d / "ck", tmp_path / "logs" / "checkpoints")
+    r = runner.invoke(app, ["rank", str(tmp_path / "logs"), *map(str, base),
+                            "--out", str(tmp_path / "x.csv")])  # fmt: skip
+    assert r.exit_code == 2
+    assert f"a folder of 10 checkpoint files: give {tmp_path / 'logs' / 'checkpoints'}" in r.output
 
 
 def test_a_csv_with_label_and_id_columns_ranks_as_the_npz(tutorial, tmp_path):

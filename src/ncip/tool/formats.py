@@ -55,6 +55,7 @@ NOT_WEIGHTS = {
     "training_args.bin": "Trainer arguments",
 }
 WEIGHT_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".ckpt", ".tar")
+DEEPSPEED_MODEL = "mp_rank_00_model_states.pt"  # beside zero_pp_rank_*_optim_states.pt
 # Checkpoints of other frameworks: named, with the way to rank them (their predictions)
 OTHER_FRAMEWORKS = {
     ".h5": "Keras",
@@ -175,11 +176,14 @@ def inspect_file(
     if p.is_dir():
         if not _is_hf_folder(p):
             inside = sorted(f.name for f in p.iterdir() if f.name.endswith(WEIGHT_SUFFIXES))
-            if inside:  # DeepSpeed's global_step<N>/ and the like: one level down
+            model_file = DEEPSPEED_MODEL if DEEPSPEED_MODEL in inside else None
+            if model_file or len(inside) == 1:  # DeepSpeed's global_step<N>/: one file each
                 return None, (
-                    f"a folder holding {inside[0]}; give the files inside with a quoted glob, "
-                    f"e.g. '{p.parent}/*/{inside[0]}'"
+                    f"a folder holding {model_file or inside[0]}; give the files inside with a "
+                    f"quoted glob, e.g. '{p.parent}/*/{model_file or inside[0]}'"
                 )
+            if inside:  # a run's folder one level down (lightning_logs/version_0/checkpoints)
+                return None, f"a folder of {len(inside)} checkpoint files: give {p} itself"
             return None, "folder without model weights"
         step, epoch = _hf_step(p)
         return Checkpoint(
