@@ -150,7 +150,7 @@ def _classify_pickle(
     if _is_state_dict(obj):
         return "state_dict", None, ""
     if not isinstance(obj, Mapping):
-        return None, None, f"holds a {type(obj).__name__}, not a state dict"
+        return None, None, _no_weights(obj)
     held = _state_dict_keys(obj)
     twins = [k for k in held if _is_ema_name(k)]
     for key in CONTAINER_KEYS:
@@ -170,14 +170,8 @@ def _classify_pickle(
     if len(pick) == 1:
         return "container", pick[0], ""
     if len(pick) > 1:
-        return (
-            None,
-            None,
-            (
-                f"holds several state dicts ({', '.join(pick)}); name the classifier's with "
-                "--state-key"
-            ),
-        )
+        several = f"holds several state dicts ({', '.join(pick)})"
+        return None, None, f"{several}; name the classifier's with --state-key"
     if ema:
         found = f"state dicts under: {', '.join(plain)}" if plain else _no_weights(obj)
         return None, None, f"no EMA weights ({found})"
@@ -194,6 +188,7 @@ def _state_dict_keys(obj: Any) -> list[str]:
 
 
 def _no_weights(obj: Any) -> str:
+    """Why an unpickled object is no checkpoint: its type, or the keys of a dict."""
     if not isinstance(obj, Mapping):
         return f"holds a {type(obj).__name__}, not a state dict"
     keys = ", ".join(list(map(str, obj))[:6])
