@@ -45,20 +45,30 @@ if [ ! -f "$compiled" ] || [ "$(cat "$compiled")" != "$want" ]; then
   echo "$want" > "$compiled"
 fi
 
-# The default dataset: Fashion-MNIST IDX files in data/raw/fashion-mnist or Debian's package.
+# Debian's data packages: Fashion-MNIST (the default study, with --data) and the real English
+# text of the text subjects and their tests (WordNet 3.0, fortunes), when they are missing.
+sudo=""
+[ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && sudo="sudo -n"
+apt_install() {  # apt_install WHAT PACKAGE...: one line and on where apt-get cannot run
+  local what=$1; shift
+  if command -v apt-get >/dev/null && { [ "$(id -u)" -eq 0 ] || $sudo true 2>/dev/null; }; then
+    echo "setup: installing Debian's $*" >&2
+    $sudo apt-get install -y -q "$@" >/dev/null \
+      || { $sudo apt-get update -q >/dev/null && $sudo apt-get install -y -q "$@" >/dev/null; } \
+      || echo "setup: apt-get could not install $*; $what" >&2
+  else
+    echo "setup: apt-get is not usable here to install $*; $what" >&2
+  fi
+}
+if [ ! -f data/raw/wordnet/data.noun ] && [ ! -f /usr/share/wordnet/data.noun ] \
+   || { [ ! -f data/raw/fortunes/people ] && [ ! -f /usr/share/games/fortunes/people ]; }; then
+  apt_install "put WordNet's dict/ files in data/raw/wordnet/ and the fortune files in data/raw/fortunes/ by hand (README \"Datasets\")" \
+    wordnet-base fortunes fortunes-min
+fi
 if [ "${1:-}" = "--data" ]; then
   if ! ls data/raw/fashion-mnist/train-images-idx3-ubyte* >/dev/null 2>&1 \
      && [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
-    sudo=""
-    [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && sudo="sudo -n"
-    if command -v apt-get >/dev/null && { [ "$(id -u)" -eq 0 ] || $sudo true 2>/dev/null; }; then
-      echo "setup: installing Debian's dataset-fashion-mnist" >&2
-      $sudo apt-get install -y -q dataset-fashion-mnist >/dev/null \
-        || { $sudo apt-get update -q >/dev/null && $sudo apt-get install -y -q dataset-fashion-mnist >/dev/null; } \
-        || echo "setup: apt-get could not install dataset-fashion-mnist; trying the download next" >&2
-    else
-      echo "setup: Fashion-MNIST not found and apt-get is not usable here; the pipeline will try" \
-           "torchvision's downloader (online) or you can put the four IDX files in data/raw/fashion-mnist/" >&2
-    fi
+    apt_install "the pipeline will try torchvision's downloader (online), or put the four IDX files in data/raw/fashion-mnist/" \
+      dataset-fashion-mnist
   fi
 fi

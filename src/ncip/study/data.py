@@ -68,6 +68,8 @@ class DatasetInfo:
     std: list[float] | None = None
     vocab_size: int | None = None
     sizes: dict[str, int] = field(default_factory=dict)
+    # text: the encoding as a `tokenizers` JSON string; kept as TOKENIZER_FILE beside info.json
+    tokenizer: str | None = field(default=None, repr=False)
 
     @property
     def num_classes(self) -> int:
@@ -85,8 +87,10 @@ class RawDataset:
     train: Split
     test: Split
     vocab_size: int | None = None
+    tokenizer: str | None = None  # text: the encoding, a `tokenizers` JSON string
 
 
+TOKENIZER_FILE = "tokenizer.json"  # beside a text dataset's prepared splits and checkpoints
 Loader = Callable[[Path], RawDataset]
 _DATASETS: dict[str, Loader] = {}
 _KIND: dict[str, str] = {}
@@ -160,6 +164,7 @@ def prepare_dataset(
         input_shape=list(raw.train.x.shape[1:]),
         vocab_size=raw.vocab_size,
         sizes={k: len(v) for k, v in splits.items()},
+        tokenizer=raw.tokenizer,
     )
     if raw.kind == "image":
         x = splits["train"].x.astype(np.float64) / 255.0
@@ -207,8 +212,13 @@ def save_prepared(out_dir: Path | str, info: DatasetInfo, splits: dict[str, Spli
     out.mkdir(parents=True, exist_ok=True)
     for name, split in splits.items():
         save_split(out / f"{name}.npz", split)
+    record = asdict(info)
+    tokenizer = record.pop("tokenizer")
+    if tokenizer is not None:
+        with atomic_path(out / TOKENIZER_FILE) as tmp:
+            tmp.write_text(tokenizer)
     with atomic_path(out / "info.json") as tmp:
-        tmp.write_text(json.dumps(asdict(info), indent=2) + "\n")
+        tmp.write_text(json.dumps(record, indent=2) + "\n")
 
 
 def save_split(path: Path | str, split: Split) -> None:
@@ -293,11 +303,15 @@ def load_info(data_dir: Path | str) -> DatasetInfo:
     if not path.exists():
         raise MissingFileError(f"{path} does not exist; run the prepare-data stage first")
     try:
-        return DatasetInfo(**json.loads(path.read_text()))
+        info = DatasetInfo(**json.loads(path.read_text()))
     except (ValueError, TypeError) as e:
         raise DataFormatError(
             f"{path} is not a dataset description ({e}); run prepare-data again"
         ) from None
+    tokenizer = Path(data_dir) / TOKENIZER_FILE
+    if tokenizer.is_file():
+        info.tokenizer = tokenizer.read_text()
+    return info
 
 
 def adversarial_sets(

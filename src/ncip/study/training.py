@@ -53,7 +53,7 @@ from ncip.core.errors import InputError, NcipError
 from ncip.core.io import atomic_path, replace_dir, write_csv, write_json
 from ncip.core.logs import log, progress
 from ncip.core.models import Classifier, as_model_input, create_model
-from ncip.study.data import DatasetInfo, Split
+from ncip.study.data import TOKENIZER_FILE, DatasetInfo, Split
 from ncip.study.predict import batched_outputs
 
 STATE_FILE = "train-state.pt"
@@ -233,7 +233,7 @@ def _train(cfg, info, splits, out_dir, work_dir, subject, run, dev, stop_after, 
         log.info("%s finished training earlier; handing its checkpoints over", label)
         hist = pd.read_csv(work / HISTORY_FILE)
         _barrier(world)  # every rank has seen the marker before rank 0 moves the folder
-        return _finish(work, out_dir, hist, fingerprint) if rank == 0 else pd.DataFrame()
+        return _finish(work, out_dir, hist, fingerprint, info) if rank == 0 else pd.DataFrame()
     model, net, opt, sched, history, start = _setup(
         cfg, info, work, fingerprint, dev, label, rank, world
     )
@@ -270,7 +270,7 @@ def _train(cfg, info, splits, out_dir, work_dir, subject, run, dev, stop_after, 
             return pd.DataFrame(history)
     if rank != 0:
         return pd.DataFrame()
-    return _finish(work, out_dir, pd.DataFrame(history), fingerprint)
+    return _finish(work, out_dir, pd.DataFrame(history), fingerprint, info)
 
 
 def _setup(
@@ -529,11 +529,17 @@ def _publish(work: Path, out_dir: Path) -> None:
     replace_dir(work, out_dir)
 
 
-def _finish(work: Path, out_dir: Path, hist: pd.DataFrame, fingerprint: str) -> pd.DataFrame:
-    """History and marker into the work folder, resume state out, then the hand-over. Each
-    step is repeatable, so a crash anywhere in here is recovered by calling again."""
+def _finish(
+    work: Path, out_dir: Path, hist: pd.DataFrame, fingerprint: str, info: DatasetInfo
+) -> pd.DataFrame:
+    """History (and a text dataset's tokenizer, so the checkpoints carry their encoding) and
+    marker into the work folder, resume state out, then the hand-over. Each step is
+    repeatable, so a crash anywhere in here is recovered by calling again."""
     if not _is_complete(work, fingerprint):
         _write_history(work, hist)
+        if info.tokenizer is not None:
+            with atomic_path(work / TOKENIZER_FILE) as tmp:
+                tmp.write_text(info.tokenizer)
         _mark_complete(work, fingerprint, len(hist))
     _drop_state(work)
     if work.resolve() != out_dir.resolve():
