@@ -71,13 +71,13 @@ def methods() -> None:
 @stage_main
 def preset(
     name: str = typer.Argument(None, help="a preset; omit to list them"),
-    runs: int = typer.Option(None, min=1, help="training runs (paper: 5; extended: 1)"),
+    runs: int = typer.Option(None, min=1, help="training runs (paper: 5; experiments: their own)"),
 ) -> None:
     """The paper's subjects at full scale, or the extended CPU study: print the
     `dvc exp run -S ...` line of a preset."""
     import shlex
 
-    from ncip.study.presets import EXTENDED, PRESETS, set_args
+    from ncip.study.presets import EXPERIMENTS, PRESETS, set_args
 
     if name is None:
         for p in PRESETS.values():
@@ -85,10 +85,8 @@ def preset(
             typer.echo(
                 f"{p.name:<13} {' '.join(p.subjects):<48} {p.epochs} epochs  paper acc {acc}"
             )
-        typer.echo(
-            f"{EXTENDED.name:<13} {len(EXTENDED.subjects)} independent CPU subjects, "
-            f"{EXTENDED.default_runs} run each (Table 5 over subjects; `make extended`)"
-        )
+        for e in EXPERIMENTS.values():
+            typer.echo(f"{e.name:<13} {len(e.subjects)} {e.description} (`make {e.name}`)")
         typer.echo("ncip preset NAME prints the command (epochs: paper Table 1; recipe: ours)")
         return
     typer.echo(shlex.join(["dvc", "exp", "run", *set_args(name, runs)]))
@@ -239,8 +237,9 @@ InputsOpt = Annotated[
     Path,
     typer.Option(
         help=".npz (x, optional ids and y), .npy (memory-mapped), .pt, a table (.csv, .tsv, "
-        ".parquet: a row per input; columns y/label and id are labels and ids), or a folder "
-        "of images (ImageFolder layout or flat)"
+        ".parquet: a row per input; columns y/label and id are labels and ids; one text "
+        "column: raw texts), raw texts (.txt: one per line; .jsonl: text, label, id), or a "
+        "folder of images (ImageFolder layout or flat)"
     ),
 ]
 Out = Annotated[
@@ -260,6 +259,23 @@ Labels = Annotated[
 Ids = Annotated[
     Path | None,
     typer.Option(help="sample ids (.npy or .txt, or a column of a table --inputs), one per input"),
+]
+Tokenizer = Annotated[
+    Path | None,
+    typer.Option(
+        help="raw texts: the tokenizers JSON file (or a folder holding tokenizer.json) to "
+        "encode them with; default: the tokenizer.json beside the final checkpoint (a "
+        "Trainer's checkpoint-<step>/, ncip's own text models). Read as data, nothing "
+        "downloaded"
+    ),
+]
+MaxLength = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="raw texts: tokens kept per text (default: the tokenizer's own length, else the "
+        "model's max_position_embeddings)",
+    ),
 ]
 NoScale = Annotated[bool, typer.Option("--no-scale", help="do not divide uint8 inputs by 255")]
 Mean = Annotated[
@@ -325,6 +341,8 @@ def rank(
     model: Model = None,
     labels: Labels = None,
     ids: Ids = None,
+    tokenizer: Tokenizer = None,
+    max_length: MaxLength = None,
     head: Head = None,
     num_classes: NumClasses = None,
     prefix: Prefix = None,
@@ -383,6 +401,8 @@ def rank(
             compile=compile,
             trust_recorded_model=trust_recorded_model,
             order=order,
+            tokenizer=tokenizer,
+            max_length=max_length,
         )
     images = _preview_images(result) if preview is not None else None
     written = result.save(out, preview, images, result.inputs.class_names)

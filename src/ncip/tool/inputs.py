@@ -5,9 +5,10 @@ larger than memory can be ranked); ``.pt``/``.pth`` written by ``torch.save`` (a
 dict with ``x`` and optional ``y`` and ``ids``; read with ``weights_only=True``); a table
 (``.csv``, ``.tsv``, ``.parquet``: one row per input, every numeric column a feature in the
 table's order, except a label column ``y``/``label`` and an id column ``id``/``ids``/``sample_id``,
-or the columns that ``labels``/``ids`` name); a folder of images in torchvision's ImageFolder
-layout (one subfolder per class, sorted names = class indices) or a flat folder of images; or
-an array.
+or the columns that ``labels``/``ids`` name; a table whose one other column holds texts is raw
+texts); raw texts (``.txt``, ``.jsonl``: :mod:`ncip.tool.texts`, encoded with the model's own
+tokenizer); a folder of images in torchvision's ImageFolder layout (one subfolder per class,
+sorted names = class indices) or a flat folder of images; or an array.
 
 Preprocessing is decided once, from the inputs and the model, and printed: uint8 images are
 divided by 255 (unless ``scale=False``); integer pixel values in 0-255 likewise; token ids
@@ -99,6 +100,7 @@ class Inputs:
     source: str = "array"  # the file or folder read (outputs must never replace it)
     class_names: list[str] | None = None
     detail: str = ""  # how a table's columns were read, for the run's notes
+    texts: list[str] | None = None  # raw texts, until encoded (ncip.tool.texts.encode_texts)
 
     def __len__(self) -> int:
         return len(self.x)
@@ -191,10 +193,13 @@ def load_inputs(
             inp = _load_torch(path)
         elif path.suffix.lower() in TABLE_SUFFIXES:
             inp, ids, labels = _load_table(path, ids, labels)
+        elif path.suffix.lower() in TEXT_SUFFIXES:
+            inp = _load_texts(path)
         else:
             raise InputError(
                 f"inputs {path}: use an .npz (x, optional ids and y), an .npy, a .pt/.pth "
-                "saved with torch.save, a table (.csv, .tsv, .parquet) or a folder of images"
+                "saved with torch.save, a table (.csv, .tsv, .parquet), raw texts (.txt, "
+                ".jsonl) or a folder of images"
             )
     if ids is not None:
         inp.ids = np.asarray(
@@ -211,6 +216,7 @@ def load_inputs(
 
 TORCH_SUFFIXES = (".pt", ".pth")
 TABLE_SUFFIXES = (".csv", ".tsv", ".parquet")
+TEXT_SUFFIXES = (".txt", ".jsonl")  # raw texts (ncip.tool.texts)
 # the columns of a table taken as labels and ids unless --labels / --ids name others
 LABEL_COLUMNS = ("y", "label")
 ID_COLUMNS = ("id", "ids", "sample_id")
@@ -260,10 +266,22 @@ def _load_table(path: Path, ids: Any, labels: Any) -> tuple[Inputs, Any, Any]:
         id_col = _pick_column(path, columns, ID_COLUMNS, "id", "--ids")
     features = [c for c in columns if c not in (label_col, id_col)]
     text = [c for c in features if not pd.api.types.is_numeric_dtype(df[c])]
+    ids_of = df[id_col].astype(str).to_numpy() if id_col else np.arange(len(df)).astype(str)
+    y_of = df[label_col].to_numpy() if label_col else None
+    left = (None if id_col else ids), (None if label_col else labels)
+    if text == features and len(text) == 1 and len(df):  # raw texts, for the model's tokenizer
+        from ncip.tool.texts import text_inputs
+
+        column = text[0]
+        if not df[column].map(lambda v: isinstance(v, str)).all():
+            raise InputError(f"{path}: column {column!r} holds texts and other values (empty?)")
+        note = f"texts in column {column!r}" + _label_id_detail(label_col, id_col)
+        return text_inputs(df[column].tolist(), ids_of, y_of, str(path), note), *left
     if text:
         raise InputError(
             f"{path}: column {text[0]!r} is not numeric ({len(text)} such column(s)); encode it "
-            "as the model was trained (codes, one-hot) or drop it; label and id columns are "
+            "as the model was trained (codes, one-hot) or drop it; a table of raw texts has one "
+            "text column beside its label and id columns, which are "
             f"{'/'.join(LABEL_COLUMNS)} and {'/'.join(ID_COLUMNS)}, or name them with --labels "
             "and --ids"
         )
@@ -272,16 +290,23 @@ def _load_table(path: Path, ids: Any, labels: Any) -> tuple[Inputs, Any, Any]:
     x = df[features].to_numpy()
     if x.dtype == np.float64:
         x = x.astype(np.float32)
-    inp = Inputs(
-        x,
-        df[id_col].astype(str).to_numpy() if id_col else np.arange(len(df)).astype(str),
-        df[label_col].to_numpy() if label_col else None,
-        str(path),
-        detail=f"{len(features)} feature columns"
-        + (f", labels {label_col!r}" if label_col else "")
-        + (f", ids {id_col!r}" if id_col else ""),
-    )
-    return inp, (None if id_col else ids), (None if label_col else labels)
+    detail = f"{len(features)} feature columns" + _label_id_detail(label_col, id_col)
+    return Inputs(x, ids_of, y_of, str(path), detail=detail), *left
+
+
+def _label_id_detail(label_col: str | None, id_col: str | None) -> str:
+    labels = f", labels {label_col!r}" if label_col else ""
+    return labels + (f", ids {id_col!r}" if id_col else "")
+
+
+def _load_texts(path: Path) -> Inputs:
+    from ncip.tool.texts import read_jsonl, read_text_lines, text_inputs
+
+    if path.suffix.lower() == ".txt":
+        texts, ids = read_text_lines(path)
+        return text_inputs(texts, ids, None, str(path), "one text per line")
+    texts, ids, y = read_jsonl(path)
+    return text_inputs(texts, ids, y, str(path), "one JSON object per line")
 
 
 def _tensor_array(t: Any, path: Path, key: str) -> np.ndarray:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -223,13 +224,17 @@ def rank(
     compile: bool = False,
     trust_recorded_model: bool = False,
     order: str = "auto",
+    tokenizer: str | Path | None = None,
+    max_length: int | None = None,
 ) -> Ranking:
     """Rank ``inputs`` by NCIP from a training run's ``checkpoints``; larger score = label first.
 
     ``checkpoints``: a folder, a glob (``"ckpt/epoch_*.pt"``) or a list of files, in any format
     of :mod:`ncip.tool.formats`. ``model``: ``"package.module:function"``,
     ``"torchvision:NAME"``, an ncip model name, a callable, or None for ncip and Hugging Face
-    checkpoints. ``inputs``: a path (.npz, .npy, image folder) or an array; ``labels`` (path or
+    checkpoints. ``inputs``: a path (.npz, .npy, a table, raw texts, an image folder) or an
+    array; raw texts are encoded with ``tokenizer`` (default: the tokenizer.json beside the
+    final checkpoint), truncated to ``max_length`` (:mod:`ncip.tool.texts`); ``labels`` (path or
     array) add an honest comparison with margin, DeepGini and random order on this model. Returns a
     :class:`ncip.tool.output.Ranking`: ``table`` (rank, sample_id, ncip, tvd, margin, pred),
     ``selection`` (candidates with σ_cos, pool, selected), ``evaluation`` and ``notes``.
@@ -246,6 +251,8 @@ def rank(
     dev = resolve_device(device)
     lm = load_model(model, cs, num_classes, prefix, head, dev, trust_recorded_model)
     inp = load_inputs(inputs, ids, labels)
+    if inp.texts is not None:
+        inp = _encoded(inp, cs.final.path, tokenizer, max_length, lm.model)
     _check_finite_inputs(inp)
     pre = plan_preprocess(inp, lm.model, lm.meta, scale, mean, std)
     note(f"model: {lm.description}; head {lm.head_key!r}" + _stripped(lm))
@@ -275,6 +282,22 @@ def rank(
         f"the pool of {len(cs)}) in {seconds:.1f} s"
     )
     return Ranking(table, record, ev, notes, ranked, inp)
+
+
+def _encoded(inp: Inputs, final: Path, tokenizer, max_length, model) -> Inputs:
+    """Raw texts as the token ids of the run's own tokenizer (:mod:`ncip.tool.texts`)."""
+    from ncip.tool.texts import encode_texts, find_tokenizer
+
+    positions = next(
+        (
+            int(m.config.max_position_embeddings)
+            for m in model.modules()
+            if isinstance(getattr(getattr(m, "config", None), "max_position_embeddings", None), int)
+        ),
+        None,
+    )
+    x, how = encode_texts(inp.texts, find_tokenizer(final, tokenizer), max_length, positions)
+    return replace(inp, x=x, texts=None, detail=f"{inp.detail}; {how}")
 
 
 def _stripped(lm) -> str:

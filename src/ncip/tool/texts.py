@@ -1,0 +1,173 @@
+"""Raw texts as inputs: read them, then encode them with the model's own tokenizer.
+
+Sources: a ``.txt`` file (one text per non-empty line; the ids are the line numbers), a
+``.jsonl`` file (one JSON object per line: a ``text`` field, or the one string field, with
+optional ``label``/``y`` and ``id`` fields), or a table (``.csv``, ``.tsv``, ``.parquet``) whose
+one non-numeric column beside its label and id columns holds the texts.
+
+The tokenizer is a Hugging Face ``tokenizers`` file, read as data (no code runs, nothing is
+downloaded): ``--tokenizer PATH`` (the file, or a folder holding ``tokenizer.json``), else the
+``tokenizer.json`` beside the final checkpoint (what ``Trainer`` saves in each
+``checkpoint-<step>/`` when given a tokenizer, ``save_pretrained`` writes, and ncip's own text
+models carry), in its folder or the folder above. Texts are truncated to ``--max-length``, else
+to the tokenizer's own length, else to the model's ``max_position_embeddings``; then padded to
+the tokenizer's own length, or to the longest text, with its padding token.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ncip.core.errors import InputError
+
+TOKENIZER_FILE = "tokenizer.json"
+PAD_TOKENS = ("[PAD]", "<pad>", "<|pad|>", "<PAD>")
+JSON_LABELS = ("label", "y")
+JSON_IDS = ("id", "ids", "sample_id")
+
+
+def read_text_lines(path: Path) -> tuple[list[str], np.ndarray]:
+    """A .txt file's texts, one per non-empty line, and their line numbers (1-based) as ids."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+    keep = [(i + 1, ln) for i, ln in enumerate(lines) if ln.strip()]
+    return [t for _, t in keep], np.array([f"line-{i}" for i, _ in keep])
+
+
+def read_jsonl(path: Path) -> tuple[list[str], np.ndarray, np.ndarray | None]:
+    """A .jsonl file's texts, ids and labels (one object per line, blank lines skipped)."""
+    rows = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as e:
+            raise InputError(f"{path}, line {n}: not JSON ({e.args[0][:80]})") from None
+        if not isinstance(row, dict):
+            raise InputError(f"{path}, line {n}: a JSON object per line is needed, got {row!r:.40}")
+        rows.append(row)
+    if not rows:
+        raise InputError(f"{path} holds no texts")
+    key = _text_key(path, rows[0])
+    label = next((k for k in JSON_LABELS if k in rows[0]), None)
+    ident = next((k for k in JSON_IDS if k in rows[0]), None)
+    for n, row in enumerate(rows, start=1):
+        missing = [k for k in (key, label, ident) if k is not None and k not in row]
+        if missing or not isinstance(row[key], str):
+            raise InputError(
+                f"{path}: object {n} has no string {key!r}"
+                + (f" (or lacks {', '.join(map(repr, missing))})" if missing else "")
+                + "; every line needs the same fields"
+            )
+    texts = [row[key] for row in rows]
+    ids = np.array([str(r[ident]) for r in rows]) if ident else np.arange(len(rows)).astype(str)
+    y = np.array([r[label] for r in rows]) if label else None
+    return texts, ids, y
+
+
+def _text_key(path: Path, row: dict) -> str:
+    if "text" in row:
+        return "text"
+    strings = [k for k, v in row.items() if isinstance(v, str) and k not in JSON_IDS]
+    if len(strings) != 1:
+        raise InputError(
+            f"{path}: name the text field 'text' (the first object's string fields: "
+            f"{', '.join(strings) or 'none'})"
+        )
+    return strings[0]
+
+
+def find_tokenizer(final: Path, given: str | Path | None) -> Path:
+    """The tokenizer file: ``given`` (a file or a folder with tokenizer.json), else the one
+    beside the final checkpoint ``final`` (a file or a Hugging Face checkpoint folder)."""
+    if given is not None:
+        p = Path(given)
+        p = p / TOKENIZER_FILE if p.is_dir() else p
+        if not p.is_file():
+            raise InputError(
+                f"tokenizer {given} does not exist (give a tokenizers JSON file, or a folder "
+                f"holding {TOKENIZER_FILE})"
+            )
+        return p
+    folder = final if final.is_dir() else final.parent
+    where = [folder, folder.parent]
+    for d in where:
+        if (d / TOKENIZER_FILE).is_file():
+            return d / TOKENIZER_FILE
+    raise InputError(
+        f"the inputs are raw texts, and no {TOKENIZER_FILE} is beside the checkpoints (looked "
+        f"in {' and '.join(map(str, where))}); pass --tokenizer PATH (the training run's "
+        "tokenizer, e.g. what tokenizer.save_pretrained(folder) writes), or give token ids "
+        "as an .npy"
+    )
+
+
+def load_tokenizer(path: Path):
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:  # pragma: no cover - a dependency of ncip
+        raise InputError("raw texts need the tokenizers package: pip install tokenizers") from None
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as e:  # noqa: BLE001  (the Rust parser raises a bare Exception)
+        first = str(e).strip().splitlines()[0][:120] if str(e).strip() else type(e).__name__
+        raise InputError(
+            f"{path} is not a tokenizers JSON file ({first}); give the tokenizer.json that "
+            "tokenizer.save_pretrained writes"
+        ) from None
+
+
+def encode_texts(
+    texts: list[str], tokenizer: Path, max_length: int | None, model_positions: int | None
+) -> tuple[np.ndarray, str]:
+    """Token ids ``[N, L]`` (int64) of ``texts`` and one line saying how they were made."""
+    tok = load_tokenizer(tokenizer)
+    own = tok.truncation["max_length"] if tok.truncation else None
+    limit = max_length or own or model_positions
+    if limit is not None:
+        tok.enable_truncation(int(limit))
+    fixed = tok.padding.get("length") if tok.padding else None
+    if tok.padding:
+        pad_id, pad_token = tok.padding["pad_id"], tok.padding["pad_token"]
+    else:
+        pad_token = next((t for t in PAD_TOKENS if tok.token_to_id(t) is not None), None)
+        if pad_token is None:
+            raise InputError(
+                f"{tokenizer} names no padding token ({', '.join(PAD_TOKENS)}); give the texts "
+                "as token ids of one length in an .npy instead"
+            )
+        pad_id = tok.token_to_id(pad_token)
+    if max_length is not None and fixed is not None and fixed != max_length:
+        fixed = max_length
+    tok.enable_padding(pad_id=pad_id, pad_token=pad_token, length=fixed)
+    encoded = tok.encode_batch(texts)
+    x = np.asarray([e.ids for e in encoded], dtype=np.int64)
+    cut = sum(len(e.overflowing) > 0 for e in encoded)
+    how = (
+        f"{len(texts)} texts tokenized with {tokenizer} to {x.shape[1]} tokens"
+        + (f" (truncated at {limit}: {cut} texts were longer)" if limit is not None else "")
+        + f", padded with {pad_token!r}"
+    )
+    return x, how
+
+
+def text_inputs(texts: list[str], ids: Any, y: Any, source: str, detail: str):
+    """:class:`ncip.tool.inputs.Inputs` holding raw texts, to be encoded once the tokenizer is
+    known (:func:`encode_texts`)."""
+    from ncip.tool.inputs import Inputs
+
+    if not texts:
+        raise InputError(f"{source} holds no texts")
+    x = np.empty((len(texts), 0), dtype=np.int64)  # the ids, once encoded
+    return Inputs(x, np.asarray(ids).astype(str), y, source, detail=detail, texts=texts)
