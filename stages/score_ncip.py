@@ -7,8 +7,9 @@ import pandas as pd
 import typer
 
 from ncip.core.io import write_json, write_parquet
+from ncip.core.metrics import run_seed
 from ncip.study.predict import Predictions
-from ncip.study.scores.ncip import ablation_scores
+from ncip.study.scores.ncip import ablation_scores, needed_epochs
 from ncip.study.scoretable import score_rows
 from ncip.study.stage import SelectionRecord, check_outputs, stage_main
 
@@ -22,20 +23,22 @@ def main(
     selection: Path = typer.Option(..., help="selection record from select-checkpoints"),
     out: Path = typer.Option(..., help="score table (Parquet)"),
     cost_out: Path = typer.Option(..., help="NCIP's selection, prediction, scoring seconds"),
+    seed: int = typer.Option(0, help="study seed: the selection control draws with (seed, run)"),
 ) -> None:
     t0 = time.perf_counter()
     check_outputs(out, cost_out)
     rec = SelectionRecord.read(selection)
     sel = rec.selection
     preds = Predictions(predictions)
-    needed = sorted(set(sel.selected_epochs) | set(sel.last_k_epochs))
+    draw = run_seed(seed, rec.run)
+    needed = needed_epochs(sel, draw)
     parts = []
     scored = [s for s in ("test", "adv") if s in preds.splits]  # val, val-adv train TDPR only
     for split in scored:
         stack = preds.stack(split, needed)
         final = stack.at([sel.final_epoch])
         pred = final.probs[0].argmax(axis=1)
-        variants = ablation_scores(stack, sel.selected_epochs, sel.last_k_epochs, sel.final_epoch)
+        variants = ablation_scores(stack, sel, draw)
         for method, s in variants.items():
             parts.append(
                 score_rows(

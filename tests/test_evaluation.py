@@ -60,4 +60,4 @@ def test_duplicate_ids_in_one_ordering_are_an_error():
 def test_the_ablation_keeps_table_8s_row_order():
     from ncip.study.evaluation import ablation
 
-    assert ablation() == ["tvd", "tvd+nc", "tvd+margin", "ncip"]
+    assert ablation() == ["tvd", "tvd+nc", "tvd+margin", "tvd+random+margin", "ncip"]

@@ -102,3 +102,29 @@ def test_msp_keeps_saturated_outputs_apart():
     assert len(set(s.tolist())) == 4
     assert list(np.argsort(-s)) == [3, 0, 1, 2]  # least confident first
     assert s[3] == pytest.approx(-np.log(np.exp(1) / (np.exp(1) + 2)))
+
+
+def test_the_selection_control_draws_as_many_pool_checkpoints_as_algorithm_1():
+    """TVD(random K)+Margin (issue 37 item 4): the final checkpoint and K - 1 others drawn from
+    the candidate pool, seeded; its TVD is over exactly those checkpoints."""
+    from ncip.core.collapse import plan
+    from ncip.study.predict import ProbStack
+    from ncip.study.scores.ncip import ablation_scores, needed_epochs, random_epochs
+
+    rng = np.random.default_rng(0)
+    sel = plan(rng.uniform(0.05, 0.2, 30), k=5, alpha=0.5, epochs=list(range(1, 31)))
+    drawn = random_epochs(sel, 7)
+    assert drawn == random_epochs(sel, 7) and drawn[-1] == sel.final_epoch == 30
+    assert len(drawn) == len(sel.selected_epochs) == 5 and len(set(drawn)) == 5
+    assert set(drawn) <= set(sel.pool_epochs) and min(sel.pool_epochs) == 16
+    assert any(random_epochs(sel, s) != drawn for s in range(1, 6))
+    epochs = needed_epochs(sel, 7)
+    assert set(drawn) | set(sel.selected_epochs) | set(sel.last_k_epochs) == set(epochs)
+    probs = rng.dirichlet(np.ones(3), size=(len(epochs), 40))
+    ids = np.array([f"s{i}" for i in range(40)])
+    logits = np.log(probs).astype(np.float32)
+    stack = ProbStack(np.array(epochs), probs, logits, ids, np.zeros(40, dtype=np.int64))
+    got = ablation_scores(stack, sel, 7)["tvd+random+margin"]
+    rows = [epochs.index(e) for e in drawn]
+    want = zscore(tvd(probs[rows])) + zscore(1.0 - margin(probs[epochs.index(30)]))
+    np.testing.assert_allclose(got, want)

@@ -36,13 +36,15 @@ def display(method: str) -> str:
 
 
 def ablation() -> list[str]:
-    """NCIP and its ablation variants (Tables 7-8), in Table 8's row order (NCIP last)."""
+    """NCIP and its ablation variants (Tables 7-8), in Table 8's row order, the variants the
+    paper has not (the selection control) before NCIP, which stays last."""
     from ncip.study.paper import ablation_rows
 
     s = _methods()
     by_paper = {s.method_info(m).paper: m for m in s.list_methods("ncip")}
-    known = [by_paper[r] for r in ablation_rows() if r in by_paper]
-    return known + sorted(set(s.list_methods("ncip")) - set(known))
+    known = [by_paper[r] for r in ablation_rows() if r in by_paper and by_paper[r] != "ncip"]
+    extra = sorted(set(s.list_methods("ncip")) - set(known) - {"ncip"})
+    return known + extra + ["ncip"]
 
 
 def baselines() -> list[str]:

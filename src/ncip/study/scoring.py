@@ -26,15 +26,23 @@ def run_baselines(
     per split (a method's own "prepare[<split>]" timings, e.g. TDPR's ranker, are moved from
     scoring to preparation), and the total.
 
-    With ``skip_failures`` (models trained elsewhere, where a baseline may not apply), a
-    method that raises is recorded as ``{"skipped": reason}`` instead of stopping the run.
+    A method that needs image inputs is not defined for text: on token ids it is recorded as
+    ``{"skipped": reason}`` and not run. With ``skip_failures`` (models trained elsewhere,
+    where a baseline may not apply), a method that raises is recorded so too instead of
+    stopping the run.
     """
+    from ncip.study.scores.registry import NEEDS, method_info
+
     chosen = [get_method(m) for m in methods]  # unknown names fail here, first
     started = t0 = time.perf_counter()
     preds = {name: ctx.final_logits(name).argmax(axis=1) for name in ctx.eval_splits}
     cost: dict = {"final_model_inference": {"seconds": time.perf_counter() - t0}}
     parts = []
     for m in chosen:
+        if "images" in method_info(m.name).needs and not ctx.images:
+            cost[m.name] = {"skipped": f"not defined for text: it needs {NEEDS['images']}"}
+            log.info("%s: not run, %s", m.name, cost[m.name]["skipped"])
+            continue
         try:
             rows, cost[m.name] = _run_one(ctx, m, run, preds, labelled)
         except Exception as e:  # noqa: BLE001  (recorded, only when asked to)

@@ -511,6 +511,6 @@ register_method(
     "effimap",
     display="EffiMAP",
     paper="EffiMAP",
-    needs=("labelled",),
+    needs=("labelled", "images"),
     options={"size": "reduced", **dict.fromkeys(SIZES["full"])},  # None: as `size` sets it
 )(EffiMAP)

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from ncip.core.scores import margin, tvd, zscore
 from ncip.study.scores.registry import describe_method
 
 if TYPE_CHECKING:
+    from ncip.core.collapse import Selection
     from ncip.study.predict import ProbStack
 
-# NCIP (Eq. 8) and the ablation variants of Tables 7-8, in the paper's row order.
+# NCIP (Eq. 8), the ablation variants of Tables 7-8 in the paper's row order, and the selection
+# control.
 describe_method(
     "ncip",
     display="NCIP",
@@ -40,25 +43,49 @@ describe_method(
     module=__name__,
     summary="zscore(TVD over the last K) + zscore(1 - margin)",
 )
+describe_method(  # the selection control (not in the paper): is it Algorithm 1's checkpoints?
+    "tvd+random+margin",
+    display="TVD(random K)+Margin",
+    module=__name__,
+    summary="zscore(TVD over K checkpoints drawn at random from the pool, seeded) + "
+    "zscore(1 - margin): the selection control",
+)
 
 
-def ablation_scores(
-    stack: ProbStack,
-    selected_epochs: Sequence[int],
-    last_k_epochs: Sequence[int],
-    final_epoch: int,
-) -> dict:
-    """NCIP and its ablations (paper Tables 7-8) from a :class:`ncip.study.predict.ProbStack`.
+def random_epochs(selection: Selection, seed: int) -> list[int]:
+    """The selection control's checkpoints: the final one and as many others as Algorithm 1
+    chose, drawn uniformly from the rest of the candidate pool (``seed``: one draw per run)."""
+    others = [e for e in selection.pool_epochs if e != selection.final_epoch]
+    n = min(len(selection.selected_epochs) - 1, len(others))
+    drawn = np.random.default_rng(seed).choice(others, n, replace=False)
+    return sorted(int(e) for e in drawn) + [selection.final_epoch]
+
+
+def needed_epochs(selection: Selection, seed: int) -> list[int]:
+    """Every checkpoint :func:`ablation_scores` reads (the final one among them)."""
+    return sorted(
+        set(selection.selected_epochs)
+        | set(selection.last_k_epochs)
+        | set(random_epochs(selection, seed))
+    )
+
+
+def ablation_scores(stack: ProbStack, selection: Selection, seed: int) -> dict:
+    """NCIP, its ablations (paper Tables 7-8) and the selection control, from a
+    :class:`ncip.study.predict.ProbStack` holding :func:`needed_epochs`.
 
     - ``tvd``: TVD over the last K checkpoints (no NC selection), no margin;
     - ``tvd+nc``: TVD over the NC-selected checkpoints, no margin;
     - ``tvd+margin``: zscore(TVD over the last K) + zscore(1 - margin);
+    - ``tvd+random+margin``: zscore(TVD over K checkpoints drawn from the pool) + zscore(1 -
+      margin) (:func:`random_epochs`; not in the paper);
     - ``ncip``: zscore(TVD over the NC-selected checkpoints) + zscore(1 - margin) (Eq. 8).
     The reference (and the margin's model) is always the final checkpoint.
     """
-    final = set([int(final_epoch)])
-    nc = stack.at(set(map(int, selected_epochs)) | final)
-    last = stack.at(set(map(int, last_k_epochs)) | final)
+    final = {selection.final_epoch}
+    nc = stack.at(set(selection.selected_epochs) | final)
+    last = stack.at(set(selection.last_k_epochs) | final)
+    drawn = stack.at(set(random_epochs(selection, seed)))
     # stack.at keeps epochs ascending, so the final checkpoint is the last row of each.
     tvd_nc, tvd_last = tvd(nc.probs), tvd(last.probs)
     boundary = zscore(1.0 - margin(nc.probs[-1]))
@@ -66,5 +93,6 @@ def ablation_scores(
         "tvd": tvd_last,
         "tvd+nc": tvd_nc,
         "tvd+margin": zscore(tvd_last) + boundary,
+        "tvd+random+margin": zscore(tvd(drawn.probs)) + boundary,
         "ncip": zscore(tvd_nc) + boundary,
     }

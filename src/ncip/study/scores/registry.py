@@ -56,6 +56,7 @@ NEEDS = {
     "train": "the training split's inputs",
     "labelled": "a labelled validation split of the same distribution",
     "checkpoints": "the training checkpoints",
+    "images": "image inputs (it transforms pixels)",
 }
 FAMILIES = ("baseline", "ncip")  # score-baselines runs the first; score-ncip computes the second
 
@@ -266,6 +267,11 @@ class ScoringContext:
         if key not in defaults:
             raise MissingEntryError(f"{method!r} has no registered option {key!r}")
         return self.options.get(method, {}).get(key, defaults[key])
+
+    @property
+    def images(self) -> bool:
+        """The inputs are images ([N, C, H, W]), not token ids."""
+        return next(iter(self.eval_splits.values())).x.ndim == 4
 
     def split(self, name: str) -> Split:
         if name not in self.eval_splits:
