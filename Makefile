@@ -3,7 +3,7 @@ SHELL := /bin/bash
 export DVC_NO_ANALYTICS := 1
 VENV := .venv/bin
 
-.PHONY: repro test test-fast setup sweep extended
+.PHONY: repro test test-fast setup sweep extended text
 
 repro:  ## set up, get the dataset, reproduce the whole pipeline
 	bash scripts/setup.sh --data
@@ -36,4 +36,8 @@ sweep:  ## sensitivity to alpha and K as queued DVC experiments (after `make rep
 
 extended:  ## the extended CPU study (11 independent subjects, Table 5) as one DVC experiment
 	bash scripts/setup.sh
-	bash scripts/extended.sh
+	bash scripts/experiment.sh extended
+
+text:  ## the text study (WordNet glosses, fortunes; TextCNN and Transformer) as one DVC experiment
+	bash scripts/setup.sh
+	bash scripts/experiment.sh text

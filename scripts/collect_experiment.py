@@ -1,12 +1,17 @@
-"""Write metrics/extended.md from the extended experiment's report: its models, clean RAUC-ALL,
-Table 5 and per-subject paired intervals, with the command that ran it and its time."""
+"""Write metrics/NAME.md from an experiment's report (`scripts/experiment.sh NAME`): the
+sections that experiment keeps (its models, clean RAUC-ALL, Table 5, per-subject paired
+intervals, ...), with the command that ran it and its time."""
 
 from pathlib import Path
 
 import typer
 
 from ncip.core.io import write_text
-from ncip.study.report.significance import EXTENDED_SECTIONS, markdown_sections
+from ncip.study.report.significance import (
+    EXPERIMENT_SECTIONS,
+    OPTIONAL_SECTIONS,
+    markdown_sections,
+)
 from ncip.study.stage import StageError, stage_main
 
 app = typer.Typer(add_completion=False)
@@ -15,23 +20,35 @@ app = typer.Typer(add_completion=False)
 @app.command()
 @stage_main
 def main(
-    report: Path = typer.Option(..., help="the extended experiment's metrics/report.md"),
+    report: Path = typer.Option(..., help="the experiment's metrics/report.md"),
     seconds: int = typer.Option(..., min=0, help="wall-clock time of the experiment"),
     command: str = typer.Option(..., help="the command that ran it"),
     commit: str = typer.Option(..., help="the commit it ran at"),
-    out: Path = typer.Option(Path("metrics/extended.md")),
+    out: Path = typer.Option(..., help="metrics/NAME.md"),
+    name: str = typer.Option("extended", help="the experiment (ncip preset lists them)"),
 ) -> None:
-    sections = markdown_sections(report.read_text())
-    missing = [h for h in EXTENDED_SECTIONS if not any(k.startswith(h) for k in sections)]
+    if name not in EXPERIMENT_SECTIONS:
+        raise StageError(f"unknown experiment {name!r}; choose one of {list(EXPERIMENT_SECTIONS)}")
+    keep = EXPERIMENT_SECTIONS[name]
+    text = report.read_text()
+    sections = markdown_sections(text)
+    missing = [h for h in keep if not any(k.startswith(h) for k in sections)]
     if missing:
         raise StageError(f"{report} lacks the sections {missing}; did the experiment finish?")
     lines = [
-        f"Ran at commit {commit} with `make extended` ({command} --temp -n extended) in "
-        f"{seconds // 60} min {seconds % 60} s on this machine, re-using the default study's "
-        "cached run 0 of its Fashion-MNIST subjects.",
+        f"Ran at commit {commit} with `make {name}` ({command} --temp -n {name}) in "
+        f"{seconds // 60} min {seconds % 60} s on this machine"
+        + (
+            ", re-using the default study's cached run 0 of its Fashion-MNIST subjects."
+            if name == "extended"
+            else "."
+        ),
+        "",
+        # the report's opening paragraph: subjects, runs, K, alpha, epochs, stand-ins
+        text.split("\n## ", 1)[0].split("\n", 1)[-1].strip(),
         "",
     ]
-    for h in EXTENDED_SECTIONS:
+    for h in (*keep, *OPTIONAL_SECTIONS):
         for title, body in sections.items():
             if title.startswith(h):
                 lines += [f"### {title}", "", body.strip(), ""]

@@ -25,18 +25,18 @@ def main(
     write_json(metrics_dir / "significance.json", report.significance_record(inputs))
     write_json(metrics_dir / "cost.json", inputs.cost)
     write_text(out, report.render_report(inputs))
-    if inputs.retrain:
-        df = report.retrain_table(inputs)  # empty when no subject is fine enough to average
-        if not df.empty:
-            bar_figure(
-                df,
-                "method",
-                "average",
-                plots_dir / "report" / "retrain.png",
-                "Accuracy gain after fine-tuning on the training set plus each arm (Fig. 6)",
-                "mean gain over subjects (percentage points)",
-            )
-        write_csv(plots_dir / "retrain.csv", df)
+    # no rows when nothing was fine-tuned or no subject is fine enough to average
+    df = report.retrain_table(inputs)
+    if not df.empty:
+        bar_figure(
+            df,
+            "method",
+            "average",
+            plots_dir / "report" / "retrain.png",
+            "Accuracy gain after fine-tuning on the training set plus each arm (Fig. 6)",
+            "mean gain over subjects (percentage points)",
+        )
+    write_csv(plots_dir / "retrain.csv", df)
     if not inputs.weak.empty:
         line_figure(
             report.weak_table(inputs),

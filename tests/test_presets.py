@@ -53,7 +53,8 @@ def test_an_unknown_preset_is_one_line_and_exit_2():
 
 
 def test_the_extended_preset_applies_and_names_enough_independent_subjects(tmp_path):
-    """`ncip preset extended` (what scripts/extended.sh runs): one run of at least 8 subjects,
+    """`ncip preset extended` (what `scripts/experiment.sh extended` runs): one run of at least
+    8 subjects,
     no two of the same dataset and architecture, so Table 5's Holm p can fall below 0.05."""
     from dvc.utils.hydra import apply_overrides
 
@@ -79,6 +80,42 @@ def test_the_extended_preset_applies_and_names_enough_independent_subjects(tmp_p
     assert attainable(len(subjects), 12)["min_p_holm"] < 0.05
 
 
+def test_the_text_preset_applies_with_three_runs_and_k_below_the_pool(tmp_path):
+    """`ncip preset text` (`make text`): the five text subjects, three runs, and a K that
+    leaves Algorithm 1 something to choose in the shorter runs."""
+    from dvc.utils.hydra import apply_overrides
+
+    from ncip.core.collapse import candidate_pool
+    from ncip.study.presets import EXPERIMENTS
+    from ncip.study.subjects import parse_subject
+
+    params = tmp_path / "params.yaml"
+    shutil.copy(ROOT / "params.yaml", params)
+    line = subprocess.run(
+        [sys.executable, "-m", "ncip", "preset", "text"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    apply_overrides(params, shlex.split(line)[4::2])
+    subjects, runs = check_params(params)
+    assert subjects == list(EXPERIMENTS["text"].subjects) and runs == [0, 1, 2]
+    assert {parse_subject(s).dataset for s in subjects} == {"wordnet10", "wordnet4", "fortunes"}
+    cfg = yaml.safe_load(params.read_text())
+    assert cfg["k"] < len(candidate_pool(cfg["train"]["epochs"], cfg["alpha"]))
+
+
+@pytest.mark.parametrize("name", ["extended", "text"])
+def test_collect_experiment_refuses_a_report_without_its_sections(tmp_path, name):
+    from ncip.study.report.significance import EXPERIMENT_SECTIONS
+
+    report = tmp_path / "report.md"
+    report.write_text("# r\n\n## Models under test (paper Table 1)\n\nonly this\n")
+    args = [sys.executable, str(ROOT / "scripts" / "collect_experiment.py"), "--report",
+            str(report), "--seconds", "1", "--command", "c", "--commit", "abc",
+            "--out", str(tmp_path / "x.md"), "--name", name]  # fmt: skip
+    r = subprocess.run(args, capture_output=True, text=True)
+    assert r.returncode == 2 and "lacks the sections" in r.stderr
+    assert EXPERIMENT_SECTIONS[name][-1] in r.stderr and not (tmp_path / "x.md").exists()
+
+
 def test_collect_extended_keeps_the_tables_and_refuses_an_unfinished_report(tmp_path):
     report = tmp_path / "report.md"
     sections = [
@@ -90,7 +127,7 @@ def test_collect_extended_keeps_the_tables_and_refuses_an_unfinished_report(tmp_
     ]
     report.write_text("# r\n\n" + "".join(f"## {h}\n\nbody of {h}\n\n" for h in sections))
     out = tmp_path / "extended.md"
-    args = [sys.executable, str(ROOT / "scripts" / "collect_extended.py"), "--report",
+    args = [sys.executable, str(ROOT / "scripts" / "collect_experiment.py"), "--report",
             str(report), "--seconds", "125", "--command", "dvc exp run -S x", "--commit", "abc",
             "--out", str(out)]  # fmt: skip
     subprocess.run(args, check=True, capture_output=True)

@@ -1,8 +1,9 @@
 """The values the NCIP paper reports (ISSTA 2026), for setting this run's results beside them.
 
 Each table is kept as the paper prints it (methods x the paper's dataset-model columns); a
-subject of this project maps to a column by its dataset and model. ``mnist5k`` maps to the
-paper's MNIST columns with a caveat: it is a 5,000-digit subset with a 1,000-image test set.
+subject of this project maps to a column by its dataset and model. A stand-in
+(:data:`STAND_INS`) maps to the columns of the paper's dataset it stands for, with the caveat
+the report prints beside it.
 """
 
 from __future__ import annotations
@@ -113,6 +114,15 @@ ACCURACY = dict(
         strict=True,
     )
 )
+DATASET_NAMES = {
+    "mnist": "MNIST",
+    "fmnist": "Fashion-MNIST",
+    "cifar10": "CIFAR-10",
+    "cifar100": "CIFAR-100",
+    "tinyimagenet": "Tiny ImageNet",
+    "imdb": "IMDB",
+    "agnews": "AG News",
+}
 EPOCHS = {
     "mnist": 100,
     "fmnist": 200,
@@ -188,7 +198,23 @@ TABLE7 = _parse(_T7, COLUMNS[:10])
 TABLE8 = _parse(_T8, _T8_COLUMNS)
 
 
+# Datasets of this project set beside the paper's: dataset -> (the paper's dataset, caveat)
+STAND_INS = {
+    "mnist5k": ("mnist", "5,000 real MNIST digits, a 1,000-image test set"),
+    "wordnet10": (
+        "imdb",
+        "WordNet noun glosses in 10 classes, an analogue of IMDB by task size and accuracy, "
+        "not the same data",
+    ),
+    "wordnet4": (
+        "agnews",
+        "WordNet noun glosses in 4 classes, an analogue of AG News by its classes and "
+        "accuracy, not the same data",
+    ),
+}
+
+
 def paper_column(dataset: str, model: str) -> tuple[str, str] | None:
-    """The paper's column for a subject, or None; mnist5k stands in for MNIST."""
-    key = ("mnist" if dataset == "mnist5k" else dataset, model)
+    """The paper's column for a subject, or None; a stand-in maps to its paper dataset's."""
+    key = (STAND_INS.get(dataset, (dataset,))[0], model)
     return key if key in COLUMNS else None

@@ -177,8 +177,8 @@ def check_params(params_path: Path | str) -> tuple[list[str], list[int]]:
     rkeys = [f.name for f in dataclasses.fields(RetrainConfig)]
     checked("retrain", lambda: RetrainConfig(**{k: r[k] for k in rkeys if k in r}).validate())
     retrain_runs = r.get("runs", runs)
-    if not isinstance(retrain_runs, list) or not retrain_runs:
-        raise InputError(f"{params_path}: retrain.runs must be a non-empty list of runs")
+    if not isinstance(retrain_runs, list):  # [] runs no retraining (RQ3), e.g. `make text`
+        raise InputError(f"{params_path}: retrain.runs must be a list of runs, e.g. [0]")
     extra = [x for x in retrain_runs if x not in runs]
     if extra:
         raise InputError(f"{params_path}: retrain.runs {extra} are not among runs {runs}")

@@ -36,6 +36,8 @@ class ReportInputs:
     paired: pd.DataFrame
     extended: str | None = None
     aliases: dict[str, str] = field(default_factory=dict)  # external subject -> paper's subject
+    training: pd.DataFrame = field(default_factory=pd.DataFrame)  # every run's history
+    text: str | None = None  # metrics/text.md (`make text`)
 
 
 def read_inputs(params: Path, metrics_dir: Path, scores: Path, plots_dir: Path) -> ReportInputs:
@@ -87,6 +89,11 @@ def read_inputs(params: Path, metrics_dir: Path, scores: Path, plots_dir: Path) 
         for s, r in keys
         if (f := plots_dir / "weak_collapse" / f"{run_tag(s, r)}.csv").exists()
     ]
+    training = [
+        pd.read_csv(f).assign(subject=s, run=r)
+        for s, r in keys
+        if (f := plots_dir / "training" / f"{run_tag(s, r)}.csv").exists()
+    ]
     sens = metrics_dir / "sensitivity.md"
     paired_file = metrics_dir / "paired.csv"
     paired = pd.read_csv(paired_file) if paired_file.exists() else pd.DataFrame()
@@ -112,6 +119,8 @@ def read_inputs(params: Path, metrics_dir: Path, scores: Path, plots_dir: Path) 
         paired,
         ext.read_text() if (ext := metrics_dir / "extended.md").exists() else None,
         {name: spec.paper for name, spec in external.items() if spec.paper},
+        pd.concat(training, ignore_index=True) if training else pd.DataFrame(),
+        txt.read_text() if (txt := metrics_dir / "text.md").exists() else None,
     )
 
 

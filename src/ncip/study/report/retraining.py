@@ -82,7 +82,9 @@ def retrain_markdown(gains: dict[str, dict]) -> str:
 
 def retrain_table(r: ReportInputs) -> pd.DataFrame:
     """Fig. 6's data: arm x subject gains (percentage points) over the subjects fine enough to
-    average, and their average."""
+    average, and their average; no rows when nothing was fine-tuned (``retrain.runs: []``)."""
+    if not r.retrain:
+        return pd.DataFrame(columns=["method", "average"])
     by_subject = retrain_by_subject(r.retrain, averaged_only=True)
     rows = [
         {"method": arm_name(m), **{s: g.get(m, np.nan) for s, g in by_subject.items()}}

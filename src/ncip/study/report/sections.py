@@ -7,6 +7,7 @@ import numpy as np
 from ncip.core.metrics import run_seed
 from ncip.study import paper
 from ncip.study.curves import tsne_runs
+from ncip.study.data import dataset_kind
 from ncip.study.evaluation import ablation
 from ncip.study.paths import run_tag
 from ncip.study.report.agreement import (
@@ -18,6 +19,7 @@ from ncip.study.report.agreement import (
 from ncip.study.report.common import column_of, cost_table, not_run_markdown, side_by_side
 from ncip.study.report.inputs import ReportInputs
 from ncip.study.report.paired import paired_paragraph, paired_section
+from ncip.study.report.paired import selection_control_section as selection_control
 from ncip.study.report.retraining import (
     recipes_markdown,
     retrain_markdown,
@@ -33,6 +35,13 @@ from ncip.study.report.significance import (
 from ncip.study.subjects import parse_subject
 
 
+def _paper_epochs(r: ReportInputs) -> str:
+    """The paper's epochs for the paper datasets this run's subjects stand beside."""
+    cols = {column_of(s, r.aliases) for s in r.subjects} - {None}
+    present = [d for d in paper.EPOCHS if any(c[0] == d for c in cols)] or ["mnist", "fmnist"]
+    return " and ".join(f"{paper.EPOCHS[d]} epochs on {paper.DATASET_NAMES[d]}" for d in present)
+
+
 def header_section(r: ReportInputs) -> list[str]:
     cfg = r.cfg
     seeds = ", ".join(str(run_seed(cfg.get("seed", 0), run)) for run in r.runs)
@@ -43,14 +52,13 @@ def header_section(r: ReportInputs) -> list[str]:
         f"{len(r.runs)} training run(s) (seeds {seeds}), "
         f"K = {cfg.get('k')}, alpha = {cfg.get('alpha')}, {cfg['train']['epochs']} epochs "
         f"{'for the subjects trained here ' if r.external else ''}"
-        f"(the paper trains {paper.EPOCHS['mnist']} epochs on MNIST and "
-        f"{paper.EPOCHS['fmnist']} on Fashion-MNIST). Each table sets this run's value beside "
+        f"(the paper trains {_paper_epochs(r)}). Each table sets this run's value beside "
         "the paper's for the same dataset and model"
-        + (
-            "; `mnist5k` (5,000 real MNIST digits, a 1,000-image test set) stands in for the "
-            "paper's MNIST columns, so those comparisons are looser"
-            if any(s.startswith("mnist5k") for s in r.subjects)
-            else ""
+        + "".join(
+            f"; `{d}` ({caveat}) stands in for the paper's {paper_d} columns, so those "
+            "comparisons are looser"
+            for d, (paper_d, caveat) in paper.STAND_INS.items()
+            if any(parse_subject(s, r.external).dataset == d for s in r.subjects)
         )
         + ". Bold marks the best value of each column.",
         "",
@@ -100,6 +108,45 @@ def table1_section(r: ReportInputs) -> list[str]:
         a = 1 - acc.loc[s, "faults"] / acc.loc[s, "n"] if s in acc.index else np.nan
         L.append(
             f"| {s} | {a:.4f} | {paper.ACCURACY[col]:.4f} |" if col else f"| {s} | {a:.4f} | – |"
+        )
+    return L + [""]
+
+
+TERMINAL_ACCURACY = 0.99  # training accuracy taken as the terminal phase (issue 40)
+
+
+def training_section(r: ReportInputs) -> list[str]:
+    """Every subject's final training accuracy and its sigma_cos over training (means over
+    runs): how far each model is into the terminal phase, where neural collapse is defined."""
+    h = r.training
+    if h.empty:
+        return []
+    L = [
+        "## Training: accuracy and sigma_cos",
+        "",
+        "Means over runs. sigma_cos is the spread of the cosines between the head's class "
+        "vectors (Eq. 5; falling = collapsing towards equiangularity), at the first epoch, at "
+        "50% and 90% of training and at the end; 'terminal' marks a final training accuracy "
+        f"of at least {TERMINAL_ACCURACY:.0%} in every run, the terminal phase of training "
+        "where neural collapse is defined.",
+        "",
+        "| Subject | epochs | train acc | test acc | sigma_cos: first | 50% | 90% | final | "
+        "terminal |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for s in r.subjects:
+        g = h[h["subject"] == s]
+        if g.empty:
+            continue
+        m = int(g["epoch"].max())
+        sigma = g.groupby("epoch")["sigma_cos"].mean()
+        final = g[g["epoch"] == m]
+        sig = [sigma.get(e, np.nan) for e in (1, max(1, round(0.5 * m)), max(1, round(0.9 * m)), m)]
+        terminal = "yes" if (final["train_acc"] >= TERMINAL_ACCURACY).all() else "no"
+        L.append(
+            f"| {s} | {m} | {final['train_acc'].mean():.4f} | {final['test_acc'].mean():.4f} | "
+            + " | ".join(f"{v:.4f}" for v in sig)
+            + f" | {terminal} |"
         )
     return L + [""]
 
@@ -180,9 +227,14 @@ def table7_8_section(r: ReportInputs) -> list[str]:
         "",
         _side(r, "test", "rauc_all", paper.TABLE8, ablation()),
         "TVD: the last K checkpoints; +NC: the NC-selected checkpoints instead; +Margin: adds "
-        "zscore(1 - margin of the final model). NCIP = TVD + NC + Margin.",
+        "zscore(1 - margin of the final model). NCIP = TVD + NC + Margin. TVD(random K)+Margin "
+        "(not in the paper): the selection control, K checkpoints drawn from the pool.",
         "",
     ]
+
+
+def selection_control_section(r: ReportInputs) -> list[str]:
+    return [] if r.paired.empty else selection_control(r.paired, r.subjects)
 
 
 def ties_section(r: ReportInputs) -> list[str]:
@@ -231,6 +283,13 @@ def retraining_section(r: ReportInputs) -> list[str]:
     """Paper RQ3 / Fig. 6: both fine-tuning recipes and the verdict."""
     retrain = r.retrain
     if not retrain:
+        if (r.cfg.get("retrain") or {}).get("runs", r.runs) == []:
+            return [
+                "## Retraining guidance (paper RQ3, Fig. 6)",
+                "",
+                "Not run: `retrain.runs` is empty in this run's parameters.",
+                "",
+            ]
         return []
     passes = next(iter(retrain.values())).get("config", {}).get("selected_epochs")
     L = [
@@ -317,7 +376,23 @@ def external_section(r: ReportInputs) -> list[str]:
 
 def not_run_section(r: ReportInputs) -> list[str]:
     not_run = not_run_markdown(r.costs)
-    return ["## What could not run", "", not_run, ""] if not_run else []
+    text = [
+        s
+        for s in r.subjects
+        if s not in r.external and dataset_kind(parse_subject(s).dataset) == "text"
+    ]
+    L = (
+        [
+            f"The adversarial test sets (FGSM, PGD, BIM, CW) are attacks on pixels: "
+            f"generate-adversarial writes none for the text subjects ({', '.join(text)}), so "
+            "they have no adversarial columns (Table 6).",
+            "",
+        ]
+        if text
+        else []
+    )
+    L += [not_run, ""] if not_run else []
+    return ["## What could not run", "", *L] if L else []
 
 
 def sensitivity_section(r: ReportInputs) -> list[str]:
@@ -337,6 +412,16 @@ def extended_section(r: ReportInputs) -> list[str]:
         "## Extended CPU study: Table 5 over independent subjects (issue 22)",
         "",
         r.extended or "Not in this run: `make extended` runs it and writes `metrics/extended.md`.",
+        "",
+    ]
+
+
+def text_section(r: ReportInputs) -> list[str]:
+    """The text subjects beside the paper's IMDB and AG News rows, from metrics/text.md."""
+    return [
+        "## Text classifiers on real text (paper Tables 1 and 3, IMDB and AG News)",
+        "",
+        r.text or "Not in this run: `make text` runs it and writes `metrics/text.md`.",
         "",
     ]
 
@@ -366,11 +451,13 @@ SECTIONS = (
     header_section,
     summary_section,
     table1_section,
+    training_section,
     table3_4_section,
     table5_section,
     table6_section,
     paired_intervals_section,
     table7_8_section,
+    selection_control_section,
     ties_section,
     calibration_section,
     retraining_section,
@@ -380,6 +467,7 @@ SECTIONS = (
     not_run_section,
     sensitivity_section,
     extended_section,
+    text_section,
     figures_section,
 )
 

@@ -120,13 +120,23 @@ def extended_significance_sentence(extended: str | None) -> str:
     )
 
 
-# The extended study's sections that metrics/extended.md keeps (headings' beginnings)
+# The sections of an experiment's report that metrics/NAME.md keeps (headings' beginnings)
 EXTENDED_SECTIONS = (
     "Models under test",
     "RAUC-ALL on clean data",
     "Significance:",
     "Paired intervals:",
 )
+EXPERIMENT_SECTIONS = {
+    "extended": EXTENDED_SECTIONS,
+    "text": (
+        *EXTENDED_SECTIONS,
+        "Ablation: RAUC-ALL",
+        "Selection control",
+        "Training: accuracy and sigma_cos",
+    ),
+}
+OPTIONAL_SECTIONS = ("What could not run",)  # kept where the experiment's report has them
 
 
 def markdown_sections(text: str) -> dict[str, str]:
