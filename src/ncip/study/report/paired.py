@@ -56,6 +56,20 @@ def paired_paragraph(paired: pd.DataFrame) -> str:
     )
 
 
+def _interval_cells(cell: pd.DataFrame, method: str, subjects: list[str]) -> list[str]:
+    """One table row's cells: NCIP minus ``method`` per subject with its interval and verdict
+    (``cell``: the paired rows indexed by method and subject)."""
+    out = []
+    for s in subjects:
+        if (method, s) not in cell.index:
+            out.append("–")
+            continue
+        c = cell.loc[(method, s)]
+        mark = {"win": " **win**", "loss": " **loss**"}.get(c["verdict"], "")
+        out.append(f"{c['diff']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]{mark}")
+    return out
+
+
 def paired_section(paired: pd.DataFrame, subjects: list[str]) -> list[str]:
     """NCIP minus each method per subject with its 95% interval, and win/tie/loss counts."""
     from ncip.study.statistics import win_tie_loss
@@ -81,15 +95,7 @@ def paired_section(paired: pd.DataFrame, subjects: list[str]) -> list[str]:
         L += ["| Method | " + " | ".join(subs) + " |", "|---|" + "---:|" * len(subs)]
         cell = g.set_index(["method", "subject"])
         for m in order:
-            row = []
-            for s in subs:
-                if (m, s) not in cell.index:
-                    row.append("–")
-                    continue
-                c = cell.loc[(m, s)]
-                mark = {"win": " **win**", "loss": " **loss**"}.get(c["verdict"], "")
-                row.append(f"{c['diff']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]{mark}")
-            L.append(f"| {display(m)} | " + " | ".join(row) + " |")
+            L.append(f"| {display(m)} | " + " | ".join(_interval_cells(cell, m, subs)) + " |")
         L.append("")
     wtl = win_tie_loss(paired)
     L += [
@@ -149,15 +155,7 @@ def selection_control_section(paired: pd.DataFrame, subjects: list[str]) -> list
     ]
     counts = []
     for m, words in SELECTION_CONTROLS.items():
-        row = []
-        for s in subs:
-            if (m, s) not in cell.index:
-                row.append("–")
-                continue
-            c = cell.loc[(m, s)]
-            mark = {"win": " **win**", "loss": " **loss**"}.get(c["verdict"], "")
-            row.append(f"{c['diff']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]{mark}")
-        L.append(f"| NCIP − {words} | " + " | ".join(row) + " |")
+        L.append(f"| NCIP − {words} | " + " | ".join(_interval_cells(cell, m, subs)) + " |")
         v = g[g["method"] == m]["verdict"].value_counts()
         counts.append(
             f"against {words}, Algorithm 1's checkpoints are better on {v.get('win', 0)}, "
