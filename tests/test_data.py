@@ -190,3 +190,37 @@ def test_mnist1d_is_generated_offline_as_40_sample_signals():
     assert sorted(set(raw.test.y.tolist())) == list(range(10))
     again = load_raw("mnist1d")  # the generator is seeded: the same data every time
     assert np.array_equal(again.test.x, raw.test.x)
+
+
+def test_channel_stats_are_the_exactly_rounded_mean_and_std():
+    """Computed from integer sums and rounded once: the same bytes on every CPU (a float64
+    mean's summation order depends on the SIMD width; issue 40 found info.json differing)."""
+    from fractions import Fraction
+    from math import sqrt
+
+    from ncip.study.data import channel_stats
+
+    x = np.random.default_rng(1).integers(0, 256, (300, 3, 5, 7), dtype=np.uint8)
+    mean, std = channel_stats(x)
+    for c in range(3):
+        v = [int(a) for a in x[:, c].ravel()]
+        m = Fraction(sum(v), len(v) * 255)
+        var = Fraction(sum(a * a for a in v), len(v) * 255 * 255) - m * m
+        assert mean[c] == float(m) and std[c] == sqrt(float(var))
+    assert channel_stats(np.zeros((2, 1, 2, 2), np.uint8))[1] == [1e-3]
+
+
+def test_prepare_data_writes_the_same_bytes_on_every_machine(tmp_path):
+    """prepare-data's digits files, by md5 (scikit-learn's pinned digits, split seed 0): DVC's
+    run-cache serves a study across machines only when they agree byte for byte."""
+    import hashlib
+
+    info, splits = prepare_dataset("digits")
+    save_prepared(tmp_path, info, splits)
+    got = {p.name: hashlib.md5(p.read_bytes()).hexdigest() for p in sorted(tmp_path.iterdir())}
+    assert got == {
+        "info.json": "eca3f4f1d353ccc54b676a00beb6d6f2",
+        "test.npz": "1a29e207adf58ac69a3ae09554959ca5",
+        "train.npz": "a990db1fed6e68b4a05e430feb52bde5",
+        "val.npz": "d83ce6a3ba99d2d0469fd5a5d49cb25e",
+    }

@@ -15,6 +15,7 @@ shuffling, subsetting and adversarial perturbation.
 from __future__ import annotations
 
 import json
+import math
 import zipfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -167,10 +168,23 @@ def prepare_dataset(
         tokenizer=raw.tokenizer,
     )
     if raw.kind == "image":
-        x = splits["train"].x.astype(np.float64) / 255.0
-        info.mean = x.mean(axis=(0, 2, 3)).tolist()
-        info.std = np.maximum(x.std(axis=(0, 2, 3)), 1e-3).tolist()
+        info.mean, info.std = channel_stats(splits["train"].x)
     return info, splits
+
+
+def channel_stats(x: np.ndarray) -> tuple[list[float], list[float]]:
+    """Per-channel mean and std (at least 1e-3) of uint8 images ``[N, C, H, W]`` in [0, 1]
+    units, computed from exact integer sums and rounded once, so every machine writes the same
+    bytes (a float64 mean's pairwise, SIMD-width-dependent summation differs in the last bit
+    between CPUs, and info.json with it, which would defeat DVC's run-cache across machines)."""
+    means, stds = [], []
+    for c in range(x.shape[1]):
+        v = x[:, c].astype(np.int64)
+        n, s1, s2 = v.size, int(v.sum()), int((v * v).sum())  # exact: n * 255^2 fits int64
+        means.append(s1 / (n * 255))  # one rounding of an exact fraction
+        var = (s2 * n - s1 * s1) / (n * n * 255 * 255)  # population variance, as np.std
+        stds.append(max(math.sqrt(var), 1e-3))
+    return means, stds
 
 
 def check_labels(raw: RawDataset, name: str) -> None:
