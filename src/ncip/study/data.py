@@ -173,16 +173,23 @@ def prepare_dataset(
 
 
 def channel_stats(x: np.ndarray) -> tuple[list[float], list[float]]:
-    """Per-channel mean and std (at least 1e-3) of uint8 images ``[N, C, H, W]`` in [0, 1]
-    units, computed from exact integer sums and rounded once, so every machine writes the same
-    bytes (a float64 mean's pairwise, SIMD-width-dependent summation differs in the last bit
-    between CPUs, and info.json with it, which would defeat DVC's run-cache across machines)."""
+    """Per-channel mean and std (at least 1e-3) of images ``[N, C, H, W]`` in [0, 1] units
+    (uint8 pixels, or floats already in [0, 1]), the same bytes on every machine: a float64
+    mean's pairwise, SIMD-width-dependent summation differs in the last bit between CPUs, and
+    info.json with it, which would defeat DVC's run-cache across machines. uint8: exact
+    integer sums, rounded once; floats: math.fsum, exactly rounded whatever the order."""
     means, stds = [], []
     for c in range(x.shape[1]):
-        v = x[:, c].astype(np.int64)
-        n, s1, s2 = v.size, int(v.sum()), int((v * v).sum())  # exact: n * 255^2 fits int64
-        means.append(s1 / (n * 255))  # one rounding of an exact fraction
-        var = (s2 * n - s1 * s1) / (n * n * 255 * 255)  # population variance, as np.std
+        if x.dtype == np.uint8:
+            v = x[:, c].astype(np.int64)
+            n, s1, s2 = v.size, int(v.sum()), int((v * v).sum())  # exact: n * 255^2 fits int64
+            mean = s1 / (n * 255)  # one rounding of an exact fraction
+            var = (s2 * n - s1 * s1) / (n * n * 255 * 255)  # population variance, as np.std
+        else:
+            v = x[:, c].astype(np.float64).ravel()
+            mean = math.fsum(v) / v.size
+            var = math.fsum((v - mean) ** 2) / v.size
+        means.append(mean)
         stds.append(max(math.sqrt(var), 1e-3))
     return means, stds
 

@@ -140,11 +140,10 @@ def load_external(spec: ExternalSpec) -> tuple[DatasetInfo, dict[str, Split]]:
         vocab_size=int(max(int(s.x.max()) for s in splits.values()) + 1) if text else None,
         sizes={k: len(v) for k, v in splits.items()},
     )
+    from ncip.study.data import channel_stats, check_split
+
     if not text:
-        xf = x.astype(np.float64) / (255.0 if x.dtype == np.uint8 else 1.0)
-        info.mean = xf.mean(axis=(0, 2, 3)).tolist()
-        info.std = np.maximum(xf.std(axis=(0, 2, 3)), 1e-3).tolist()
-    from ncip.study.data import check_split
+        info.mean, info.std = channel_stats(x)
 
     for p, s in splits.items():
         try:
