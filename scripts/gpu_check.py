@@ -27,6 +27,8 @@ import torch
 import typer
 import yaml
 
+from ncip.study.paths import TRACKED_INPUTS
+
 ROOT = Path(__file__).resolve().parents[1]
 
 SIZES = {  # per CIFAR batch file (5 train batches + 1 test batch), epochs, study knobs
@@ -117,7 +119,7 @@ def prepare(work: Path, size: dict) -> None:
         shutil.copytree(
             ROOT / folder, work / folder, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
         )
-    for f in ("metrics/sensitivity.md", "metrics/extended.md", "data/external/README.md"):
+    for f in TRACKED_INPUTS:
         (work / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / f, work / f)
     (work / "params.yaml").write_text(yaml.safe_dump(study_params(size), sort_keys=False))

@@ -70,9 +70,8 @@ def make_cifar10(raw: Path, per_batch=20) -> None:
 
 def copy_project(d: Path) -> None:
     """What a fresh clone has that `dvc repro` uses: dvc.yaml, params.yaml, .dvcignore, the
-    code, the tracked metrics/sensitivity.md, extended.md and text.md and
-    data/external/README.md (DVC's plot template is copied by :func:`copy_plot_templates`
-    after `dvc init`)."""
+    code and the tracked inputs (``ncip.study.paths.TRACKED_INPUTS``; DVC's plot template is
+    copied by :func:`copy_plot_templates` after `dvc init`)."""
     import shutil
 
     for name in ("dvc.yaml", "params.yaml", ".dvcignore"):
@@ -82,12 +81,9 @@ def copy_project(d: Path) -> None:
     shutil.copytree(
         ROOT / "src", d / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
     )
-    for f in (
-        "metrics/sensitivity.md",
-        "metrics/extended.md",
-        "metrics/text.md",
-        "data/external/README.md",
-    ):
+    from ncip.study.paths import TRACKED_INPUTS
+
+    for f in TRACKED_INPUTS:
         (d / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / f, d / f)
 

@@ -309,3 +309,15 @@ def test_prune_lock_drops_stale_entries_and_keeps_the_rest_byte_for_byte(tmp_pat
     assert "up to date" in run(sys.executable, "-m", "dvc", "status")
     run(*prune)  # nothing stale: the file is left as it is
     assert (tmp_path / "dvc.lock").read_text() == lock
+
+
+def test_the_tracked_inputs_are_the_files_dvc_yaml_reads_from_git():
+    """ncip.study.paths.TRACKED_INPUTS (what a copy of the project needs besides the code) is
+    every metrics/*.md the report reads, and data/external's placeholder."""
+    from ncip.study.paths import TRACKED_INPUTS
+
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    deps = stages["report"]["deps"]
+    tracked = {d for d in deps if d.startswith("metrics/") and d.endswith(".md")}
+    assert set(TRACKED_INPUTS) == tracked | {"data/external/README.md"}
+    assert all((ROOT / f).is_file() for f in TRACKED_INPUTS)

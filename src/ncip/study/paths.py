@@ -12,6 +12,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+# Files a fresh clone holds in git that the pipeline reads (the report's sections written by
+# `make sweep`, `make extended`, `make text`, and data/external's placeholder): a copy of the
+# project that runs `dvc repro` needs them (tests, scripts/gpu_check.py). dvc.yaml lists them
+# as deps; tests/test_dvc_deps.py checks the two agree.
+TRACKED_INPUTS = (
+    "metrics/sensitivity.md",
+    "metrics/extended.md",
+    "metrics/text.md",
+    "data/external/README.md",
+)
+
 
 def run_key(subject: str, run: int) -> str:
     """``<subject>/run-<r>``: the subject-run's key in records and its folder below a root."""
