@@ -141,6 +141,8 @@ def test_texts_as_txt_and_jsonl_rank_alike(trainer_run):
         ("two-text-columns", "column 'a' is not numeric (2 such column(s))"),
         ("jsonl-no-text", "name the text field 'text'"),
         ("jsonl-not-json", "line 2: not JSON"),
+        ("tokenizer-for-ids", "--tokenizer encodes raw texts, and"),
+        ("max-length-for-ids", "--max-length encodes raw texts, and"),
     ],
 )
 def test_bad_text_inputs_get_one_line_and_exit_2(trainer_run, tmp_path, case, expected):
@@ -166,6 +168,13 @@ def test_bad_text_inputs_get_one_line_and_exit_2(trainer_run, tmp_path, case, ex
     elif case == "jsonl-not-json":
         inputs = tmp_path / "in.jsonl"
         inputs.write_text('{"text": "x"}\n{oops\n')
+    elif case.endswith("-for-ids"):  # token ids already: nothing to encode
+        inputs = tmp_path / "ids.npy"
+        np.save(inputs, np.full((4, 10), 5, dtype=np.int64))
+        if case.startswith("tokenizer"):
+            args += ["--tokenizer", next(run.glob("checkpoint-*/tokenizer.json"))]
+        else:
+            args += ["--max-length", 8]
     out = tmp_path / "r.csv"
     out.write_text("before\n")
     r = cli(run, "--inputs", inputs, "--out", out, *args)

@@ -373,7 +373,7 @@ def rank(
     if not sources:
         raise StageError("give the checkpoints: a folder, a glob such as 'ckpt/*.pt', or files")
     # before any work: never over one of the run's own inputs
-    check_output_path(out, preview, [inputs, labels, ids])
+    check_output_path(out, preview, [inputs, labels, ids, tokenizer])
     with _interrupt_says(f"nothing was written; {out} is as it was"):
         result = rank_inputs(
             sources[0] if len(sources) == 1 else sources,

@@ -253,6 +253,12 @@ def rank(
     inp = load_inputs(inputs, ids, labels)
     if inp.texts is not None:
         inp = _encoded(inp, cs.final.path, tokenizer, max_length, lm.model)
+    elif tokenizer is not None or max_length is not None:
+        flag = "--tokenizer" if tokenizer is not None else "--max-length"
+        raise InputError(
+            f"{flag} encodes raw texts, and {inp.source} holds none (a table with one text "
+            f"column, a .txt or a .jsonl); drop {flag}"
+        )
     _check_finite_inputs(inp)
     pre = plan_preprocess(inp, lm.model, lm.meta, scale, mean, std)
     note(f"model: {lm.description}; head {lm.head_key!r}" + _stripped(lm))
