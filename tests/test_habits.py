@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -327,22 +328,61 @@ def test_names_whose_numbers_disagree_are_refused_naming_the_fields(tutorial, tm
         discover(tmp_path)
 
 
-def test_an_explicit_list_keeps_its_order_and_warns_when_files_disagree(tutorial, caplog):
+def test_a_list_the_files_contradict_takes_their_order_unless_order_given(tutorial, caplog):
     files = [tutorial / "ck" / f"checkpoint_{e}.tar" for e in (1, 2, 4, 3, 5)]
+    cs = discover(files)  # the epochs the files record win over the list
+    assert [c.name for c in cs] == [f"checkpoint_{e}.tar" for e in range(1, 6)]
+    assert cs.order == (
+        "the epoch recorded in each file (not the order listed; --order given keeps the list "
+        "as typed)"
+    )
     with caplog.at_level(logging.WARNING, logger="ncip"):
-        cs = discover(files)
+        cs = discover(files, order="given")
     assert [c.name for c in cs] == [f.name for f in files]
     assert cs.order == "the order given"
     assert "checkpoint_3.tar (epoch 3) after checkpoint_4.tar (epoch 4)" in caplog.text
+
+
+def test_an_unquoted_glob_is_ranked_in_training_order(tmp_path):
+    """`ncip rank ckpt/epoch_*.pt` unquoted: the shell lists epoch_1, epoch_10, epoch_11,
+    epoch_12, epoch_2, ...; plain state dicts record no epoch, so the names' number orders
+    them and the run says why (issue 39: epoch_9 had become the final model)."""
+    import glob
+
+    torch.manual_seed(0)
+    for e in range(1, 13):
+        torch.save(nn.Linear(4, 3).state_dict(), tmp_path / f"epoch_{e}.pt")
+    shell = sorted(glob.glob(str(tmp_path / "epoch_*.pt")))  # what bash passes (C locale)
+    assert Path(shell[-1]).name == "epoch_9.pt"
+    cs = discover(shell)
+    assert [c.name for c in cs] == [f"epoch_{e}.pt" for e in range(1, 13)]
+    assert "unquoted glob" in cs.order and "--order given keeps the list" in cs.order
+    assert [c.name for c in discover(shell, order="given")][-1] == "epoch_9.pt"
+    # a list in another order than by name is the user's: kept
+    mine = [tmp_path / f"epoch_{e}.pt" for e in (2, 1, 3)]
+    assert [c.name for c in discover(mine)] == ["epoch_2.pt", "epoch_1.pt", "epoch_3.pt"]
+
+
+@pytest.mark.parametrize("kind", ["folder", "glob"])
+def test_order_given_on_a_folder_or_glob_is_refused(tmp_path, kind):
+    for e in range(1, 4):
+        torch.save(nn.Linear(4, 3).state_dict(), tmp_path / f"epoch_{e}.pt")
+    source = tmp_path if kind == "folder" else str(tmp_path / "epoch_*.pt")
+    with pytest.raises(CheckpointError, match=f"is a {kind}, which has none"):
+        discover(source, order="given")
 
 
 def test_order_given_on_the_command_line(tutorial, tmp_path):
     d = tutorial
     files = [d / "ck" / f"checkpoint_{e}.tar" for e in range(1, 9)]
     _rank(*files, "--model", f"{d / 'mynet.py'}:MLP", "--inputs", d / "test.npz",
-          "--out", tmp_path / "r.csv", "--k", 3)  # fmt: skip
+          "--out", tmp_path / "r.csv", "--k", 3, "--order", "given")  # fmt: skip
     sel = json.loads((tmp_path / "r.selection.json").read_text())
     assert sel["order"] == "the order given"
+    _rank(*files, "--model", f"{d / 'mynet.py'}:MLP", "--inputs", d / "test.npz",
+          "--out", tmp_path / "r.csv", "--k", 3)  # fmt: skip
+    sel = json.loads((tmp_path / "r.selection.json").read_text())
+    assert sel["order"] == "the epoch recorded in each file"  # the list agrees with them
 
 
 @pytest.fixture(scope="module")

@@ -309,8 +309,9 @@ Quiet = Annotated[bool, typer.Option("--quiet", help="no progress bar")]
 Order = Annotated[
     str,
     typer.Option(
-        help="auto: what the files record (step, epoch), else the number in their names; "
-        "given: the order the files are listed in (a list of files is always taken as given)"
+        help="auto: what the files record (step, epoch), else the number in their names (a "
+        "list of files sorted by name, as an unquoted glob expands, is ordered so too; another "
+        "list keeps its order); given: the order the files are listed in (a list only)"
     ),
 ]
 TrustRecordedModel = Annotated[

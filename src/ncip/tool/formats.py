@@ -1,5 +1,6 @@
-"""Checkpoints written by any training tool: discovery and training order (safe loading is
-:mod:`ncip.tool.unpickle`, reading tensors :mod:`ncip.tool.tensors`).
+"""Checkpoints written by any training tool: discovery (their training order is
+:mod:`ncip.tool.order`, safe loading :mod:`ncip.tool.unpickle`, reading tensors
+:mod:`ncip.tool.tensors`).
 
 Formats, detected automatically:
 
@@ -33,14 +34,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ncip.core.checkpoints import (
     CheckpointError,
     CheckpointMeta,
     check_metas,
     safetensors_header,
 )
+from ncip.tool.order import ORDERS, list_order, natural_key, training_order, warn_if_contradicted
 from ncip.tool.tensors import HF_WEIGHT_FILES, read_tensors
 from ncip.tool.unpickle import _classify_pickle, torch_load
 
@@ -118,20 +118,11 @@ class CheckpointSet:
 # Discovery and order
 
 
-def _natural_key(name: str) -> list:
-    return [int(t) if t.isdigit() else t.lower() for t in re.split(r"(\d+)", name)]
-
-
-def _name_number(name: str) -> int | None:
-    nums = re.findall(r"\d+", Path(name).name)
-    return int(nums[-1]) if nums else None
-
-
 def expand_source(source: str | Path | Sequence[str | Path]) -> tuple[list[Path], str]:
     """The candidate paths of a checkpoint source (folder, glob, file or list), and its label."""
     if isinstance(source, str | Path):
         s = str(source)
-        if any(ch in s for ch in "*?[") and not Path(s).exists():
+        if _is_pattern(s):
             paths = [Path(p) for p in sorted(globlib.glob(s))]
             if not paths:
                 raise CheckpointError(f"the pattern {s!r} matches no files")
@@ -150,6 +141,10 @@ def expand_source(source: str | Path | Sequence[str | Path]) -> tuple[list[Path]
     if missing:
         raise CheckpointError(f"checkpoint files do not exist: {', '.join(missing[:5])}")
     return paths, f"{len(paths)} files"
+
+
+def _is_pattern(s: str) -> bool:
+    return any(ch in s for ch in "*?[") and not Path(s).exists()
 
 
 def _is_hf_folder(d: Path) -> bool:
@@ -238,9 +233,6 @@ def _inspect_safetensors(p: Path, ema: bool) -> tuple[Checkpoint | None, str]:
     ), ""
 
 
-ORDERS = ("auto", "given")
-
-
 def discover(
     source: str | Path | Sequence[str | Path],
     ema: bool = False,
@@ -264,7 +256,13 @@ def discover(
             "--ema and --state-key both choose the weights; give one (--state-key names the "
             "EMA weights' key as well)"
         )
-    given = order == "given" or not isinstance(source, str | Path)
+    listed = not isinstance(source, str | Path)
+    if order == "given" and not listed and (Path(source).is_dir() or _is_pattern(str(source))):
+        raise CheckpointError(
+            f"--order given keeps the order files are listed in, and {source} is a "
+            f"{'folder' if Path(source).is_dir() else 'glob'}, which has none (its files are "
+            "sorted by name); drop --order given, or list the files in training order"
+        )
     paths, label = expand_source(source)
     found: list[Checkpoint] = []
     skipped: list[tuple[str, str]] = []
@@ -285,10 +283,12 @@ def discover(
     found = _label_repeated_names(found)
     found, dropped = _drop_copies(found)
     skipped += dropped
-    if given:
-        _warn_if_contradicted(found)
+    if order == "given":
+        warn_if_contradicted(found)
         return CheckpointSet(found, "the order given", skipped, ema)
-    ordered, how = _order(found, label)
+    if listed:
+        return CheckpointSet(*list_order(found, label), skipped, ema)
+    ordered, how = training_order(found, label)
     return CheckpointSet(ordered, how, skipped, ema)
 
 
@@ -348,7 +348,7 @@ def _original_first(group: list[Checkpoint]) -> list[Checkpoint]:
         key=lambda c: (
             re.search(r"\d", c.path.stem) is None,
             re.fullmatch(r"last(-v\d+)?\.ckpt", c.name) is not None,
-            _natural_key(c.name),
+            natural_key(c.name),
         ),
     )
 
@@ -386,94 +386,6 @@ def _drop_copies(found: list[Checkpoint]) -> tuple[list[Checkpoint], list[tuple[
     kept = [c for c in found if c.path not in dropped]
     listed = [(p.name, f"a copy of {orig} (same weights)") for p, orig in dropped.items()]
     return kept, listed
-
-
-def _warn_if_contradicted(found: list[Checkpoint]) -> None:
-    """Warn where a given order contradicts the step (or epoch) every file records."""
-    from ncip.core.logs import log
-
-    for attr in ("step", "epoch"):
-        values = [getattr(c, attr) for c in found]
-        if all(v is not None for v in values):
-            for i in range(1, len(found)):
-                if values[i] <= values[i - 1]:
-                    log.warning(
-                        "the order given puts %s (%s %s) after %s (%s %s); ranking in the "
-                        "order given",
-                        found[i].name,
-                        attr,
-                        values[i],
-                        found[i - 1].name,
-                        attr,
-                        values[i - 1],
-                    )
-                    return
-            return
-
-
-_ORDER_WORDS = ("epoch", "ep", "e", "step", "steps", "iter", "it", "iteration", "checkpoint")
-
-
-def _name_field_order(found: list[Checkpoint], label: str) -> tuple[list[Checkpoint], str] | None:
-    """Order by the one number field of the names that varies one-to-one, where every name has
-    the same shape (text between the numbers); None where the shapes differ."""
-    parts = [re.split(r"(\d+)", c.name) for c in found]
-    shapes = {tuple(p[0::2]) for p in parts}
-    if len(shapes) != 1 or len(parts[0]) // 2 < 2:
-        return None  # one number per name: the natural order below
-    texts = parts[0][0::2]
-    fields = []
-    for i in range(len(parts[0]) // 2):
-        values = [int(p[2 * i + 1]) for p in parts]
-        before = texts[i]
-        decimal = before == "." and i > 0  # the fraction of a number such as acc0.93
-        if len(set(values)) == len(values) and not decimal:
-            word = re.sub(r"[^a-z]", " ", before.lower()).split()
-            fields.append((bool(word) and word[-1] in _ORDER_WORDS, i, values, before))
-    if not fields:
-        return None
-    fields.sort(key=lambda f: (not f[0], f[1]))
-    _, i, values, before = fields[0]
-    for _, _, other, other_before in fields[1:]:
-        if np.argsort(other).tolist() != np.argsort(values).tolist():
-            names = ", ".join(c.name for c in found[:3])
-            raise CheckpointError(
-                f"cannot tell the training order in {label}: the numbers after "
-                f"{before.strip('_-') or 'the start'!r} and {other_before.strip('_-')!r} in the "
-                f"names ({names}, ...) order the files differently; pass the files in training "
-                "order as a list (--order given)"
-            )
-    ordered = [found[j] for j in np.argsort(values, kind="stable")]
-    where = f"after {before.strip('_-')!r}" if before.strip("_-") else "at the start"
-    return ordered, f"the number {where} in each file name (field {i + 1} of {len(parts[0]) // 2})"
-
-
-def _order(found: list[Checkpoint], label: str) -> tuple[list[Checkpoint], str]:
-    for attr, words in (("step", "the step"), ("epoch", "the epoch")):
-        values = [getattr(c, attr) for c in found]
-        if all(v is not None for v in values) and len(set(values)) == len(values):
-            return sorted(found, key=lambda c: getattr(c, attr)), f"{words} recorded in each file"
-    by_field = _name_field_order(found, label) if len(found) > 1 else None
-    if by_field is not None:
-        return by_field
-    nums = [_name_number(c.name) for c in found]
-    if len(found) > 1 and any(n is None for n in nums):
-        bad = [c.name for c, n in zip(found, nums, strict=True) if n is None]
-        raise CheckpointError(
-            f"cannot tell the training order in {label}: {', '.join(bad[:3])} records no epoch "
-            "or step and has no number in its name; name files by epoch (epoch_3.pt) or pass "
-            "them in training order as a list (--order given)"
-        )
-    if len(set(nums)) != len(nums):
-        dup = sorted({n for n in nums if nums.count(n) > 1})
-        same = [c.name for c, n in zip(found, nums, strict=True) if n == dup[0]]
-        raise CheckpointError(
-            f"cannot tell the training order in {label}: {', '.join(same[:4])} carry the same "
-            "number in their names and record no distinct epoch or step; pass the files in "
-            "training order as a list (--order given)"
-        )
-    ordered = sorted(found, key=lambda c: _natural_key(c.name))
-    return ordered, "the number in each file name (natural order)"
 
 
 def check_consistent(cs: CheckpointSet) -> None:

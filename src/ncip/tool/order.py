@@ -1,0 +1,148 @@
+"""The training order of a run's checkpoints: what the files record (the step, else the epoch),
+else the number in their names; a list of files keeps the order it was given in, unless the
+files record another or it is sorted by name as a shell expands an unquoted glob."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ncip.core.checkpoints import CheckpointError
+
+if TYPE_CHECKING:
+    from ncip.tool.formats import Checkpoint
+
+ORDERS = ("auto", "given")
+
+
+def natural_key(name: str) -> list:
+    return [int(t) if t.isdigit() else t.lower() for t in re.split(r"(\d+)", name)]
+
+
+def _name_number(name: str) -> int | None:
+    nums = re.findall(r"\d+", Path(name).name)
+    return int(nums[-1]) if nums else None
+
+
+def list_order(found: list[Checkpoint], label: str) -> tuple[list[Checkpoint], str]:
+    """A list of files in training order: as listed, unless the files record a step or epoch
+    that orders them otherwise (that order wins), or the list is sorted by name as a shell
+    expands an unquoted glob (``epoch_1, epoch_10, epoch_2``) while a number in the names
+    orders it otherwise (that number wins); each time the order says so."""
+    recorded = _recorded_order(found)
+    if recorded is not None:
+        ordered, how = recorded
+        if ordered != found:
+            how += " (not the order listed; --order given keeps the list as typed)"
+        return ordered, how
+    names = [c.name for c in found]
+    if len(found) > 1 and names == sorted(names):
+        try:
+            ordered, how = training_order(found, label)
+        except CheckpointError:
+            return found, "the order given"
+        if ordered != found:
+            return ordered, (
+                f"{how}: the list was sorted by name, as a shell expands an unquoted glob "
+                "(quote it, 'ckpt/epoch_*.pt'); --order given keeps the list as typed"
+            )
+    return found, "the order given"
+
+
+def _recorded_order(found: list[Checkpoint]) -> tuple[list[Checkpoint], str] | None:
+    """The order of the step, else the epoch, that every file records (distinct values)."""
+    for attr, words in (("step", "the step"), ("epoch", "the epoch")):
+        values = [getattr(c, attr) for c in found]
+        if all(v is not None for v in values) and len(set(values)) == len(values):
+            return sorted(found, key=lambda c: getattr(c, attr)), f"{words} recorded in each file"
+    return None
+
+
+def warn_if_contradicted(found: list[Checkpoint]) -> None:
+    """Warn where a given order contradicts the step (or epoch) every file records."""
+    from ncip.core.logs import log
+
+    for attr in ("step", "epoch"):
+        values = [getattr(c, attr) for c in found]
+        if all(v is not None for v in values):
+            for i in range(1, len(found)):
+                if values[i] <= values[i - 1]:
+                    log.warning(
+                        "the order given puts %s (%s %s) after %s (%s %s); ranking in the "
+                        "order given",
+                        found[i].name,
+                        attr,
+                        values[i],
+                        found[i - 1].name,
+                        attr,
+                        values[i - 1],
+                    )
+                    return
+            return
+
+
+_ORDER_WORDS = ("epoch", "ep", "e", "step", "steps", "iter", "it", "iteration", "checkpoint")
+
+
+def _name_field_order(found: list[Checkpoint], label: str) -> tuple[list[Checkpoint], str] | None:
+    """Order by the one number field of the names that varies one-to-one, where every name has
+    the same shape (text between the numbers); None where the shapes differ."""
+    parts = [re.split(r"(\d+)", c.name) for c in found]
+    shapes = {tuple(p[0::2]) for p in parts}
+    if len(shapes) != 1 or len(parts[0]) // 2 < 2:
+        return None  # one number per name: the natural order below
+    texts = parts[0][0::2]
+    fields = []
+    for i in range(len(parts[0]) // 2):
+        values = [int(p[2 * i + 1]) for p in parts]
+        before = texts[i]
+        decimal = before == "." and i > 0  # the fraction of a number such as acc0.93
+        if len(set(values)) == len(values) and not decimal:
+            word = re.sub(r"[^a-z]", " ", before.lower()).split()
+            fields.append((bool(word) and word[-1] in _ORDER_WORDS, i, values, before))
+    if not fields:
+        return None
+    fields.sort(key=lambda f: (not f[0], f[1]))
+    _, i, values, before = fields[0]
+    for _, _, other, other_before in fields[1:]:
+        if np.argsort(other).tolist() != np.argsort(values).tolist():
+            names = ", ".join(c.name for c in found[:3])
+            raise CheckpointError(
+                f"cannot tell the training order in {label}: the numbers after "
+                f"{before.strip('_-') or 'the start'!r} and {other_before.strip('_-')!r} in the "
+                f"names ({names}, ...) order the files differently; pass the files in training "
+                "order as a list (--order given)"
+            )
+    ordered = [found[j] for j in np.argsort(values, kind="stable")]
+    where = f"after {before.strip('_-')!r}" if before.strip("_-") else "at the start"
+    return ordered, f"the number {where} in each file name (field {i + 1} of {len(parts[0]) // 2})"
+
+
+def training_order(found: list[Checkpoint], label: str) -> tuple[list[Checkpoint], str]:
+    recorded = _recorded_order(found)
+    if recorded is not None:
+        return recorded
+    by_field = _name_field_order(found, label) if len(found) > 1 else None
+    if by_field is not None:
+        return by_field
+    nums = [_name_number(c.name) for c in found]
+    if len(found) > 1 and any(n is None for n in nums):
+        bad = [c.name for c, n in zip(found, nums, strict=True) if n is None]
+        raise CheckpointError(
+            f"cannot tell the training order in {label}: {', '.join(bad[:3])} records no epoch "
+            "or step and has no number in its name; name files by epoch (epoch_3.pt) or pass "
+            "them in training order as a list (--order given)"
+        )
+    if len(set(nums)) != len(nums):
+        dup = sorted({n for n in nums if nums.count(n) > 1})
+        same = [c.name for c, n in zip(found, nums, strict=True) if n == dup[0]]
+        raise CheckpointError(
+            f"cannot tell the training order in {label}: {', '.join(same[:4])} carry the same "
+            "number in their names and record no distinct epoch or step; pass the files in "
+            "training order as a list (--order given)"
+        )
+    ordered = sorted(found, key=lambda c: natural_key(c.name))
+    return ordered, "the number in each file name (natural order)"
