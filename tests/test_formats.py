@@ -175,6 +175,47 @@ def test_hf_folders_plain_sharded_and_binary(tmp_path):
         assert torch.equal(read_tensors(c, ["2.weight"])["2.weight"], sd["2.weight"])
 
 
+def test_a_fifo_among_the_checkpoints_is_listed_not_read(tmp_path):
+    """A named pipe called epoch_13.pt would block a read forever (issue 39): only regular
+    files are opened, and the run says what else it found."""
+    import os
+
+    for e in (1, 2):
+        torch.save(small().state_dict(), tmp_path / f"epoch_{e}.pt")
+    os.mkfifo(tmp_path / "epoch_13.pt")
+    cs = discover(tmp_path)
+    assert [c.name for c in cs] == ["epoch_1.pt", "epoch_2.pt"]
+    assert ("epoch_13.pt", "not a regular file (a FIFO, socket or device); not read") in cs.skipped
+
+
+@pytest.mark.parametrize("case", ["outside", "fifo", "missing"])
+def test_a_shard_index_naming_a_file_outside_or_not_regular_is_refused(tmp_path, case):
+    import os
+
+    sd = small().state_dict()
+    f = tmp_path / "run" / "checkpoint-5"
+    f.mkdir(parents=True)
+    (f / "trainer_state.json").write_text(json.dumps({"global_step": 5, "epoch": 1.0}))
+    keys = list(sd)
+    save_file({k: sd[k] for k in keys[:2]}, str(f / "a.safetensors"))
+    other = {"outside": "../../other_run/b.safetensors", "fifo": "b.safetensors"}
+    name = other.get(case, "gone.safetensors")
+    if case == "outside":
+        (tmp_path / "other_run").mkdir()
+        save_file({k: sd[k] for k in keys[2:]}, str(tmp_path / "other_run" / "b.safetensors"))
+    elif case == "fifo":
+        os.mkfifo(f / "b.safetensors")
+    wm = {k: ("a.safetensors" if i < 2 else name) for i, k in enumerate(keys)}
+    (f / "model.safetensors.index.json").write_text(json.dumps({"weight_map": wm}))
+    expected = {
+        "outside": "names the shard '../../other_run/b.safetensors' outside",
+        "fifo": "is not a regular file",
+        "missing": "does not exist",
+    }[case]
+    with pytest.raises(CheckpointError, match=expected):
+        read_tensors(discover(tmp_path / "run").final, ["2.weight"])
+
+
 def test_prefixes_of_wrappers_are_found():
     keys = ["0.weight", "0.bias", "2.weight", "2.bias"]
     for prefix in ("", "module.", "_orig_mod.", "model.", "module._orig_mod.", "encoder.clf."):

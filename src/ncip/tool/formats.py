@@ -187,6 +187,8 @@ def inspect_file(
             epoch=None if epoch is None else round(epoch),
             step=step,  # without trainer_state.json (Accelerate's save_state): the name orders
         ), ""
+    if not p.is_file():  # a FIFO, socket or device: reading it could block or never end
+        return None, "not a regular file (a FIFO, socket or device); not read"
     if p.name in NOT_WEIGHTS:
         return None, NOT_WEIGHTS[p.name]
     if not p.name.endswith(WEIGHT_SUFFIXES):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ncip.core.checkpoints import CheckpointError, read_safetensors, safetensors_header
 from ncip.core.io import safetensors_open
@@ -43,11 +43,28 @@ def _hf_weight_map(d: Path) -> dict[str, Path] | Path:
                     f"{d / index} is not a readable shard index ({type(e).__name__}: {e}); "
                     "restore it from the training run"
                 ) from None
-            return {k: d / v for k, v in wm.items()}
+            return {k: _shard(d, index, v) for k, v in wm.items()}
     for single in ("model.safetensors", "pytorch_model.bin"):
         if (d / single).is_file():
             return d / single
     raise CheckpointError(f"{d} holds no model weights ({', '.join(HF_WEIGHT_FILES)})")
+
+
+def _shard(d: Path, index: str, name: Any) -> Path:
+    """A shard the index names: a regular file inside the checkpoint's own folder (a shard
+    elsewhere would be another run's weights; a FIFO would block the read)."""
+    p = d / str(name)
+    if not p.resolve().is_relative_to(d.resolve()):
+        raise CheckpointError(
+            f"{d / index} names the shard {name!r} outside {d}; a checkpoint's shards are in "
+            "its own folder: restore the index from the training run"
+        )
+    if not p.is_file():
+        what = "does not exist" if not p.exists() else "is not a regular file"
+        raise CheckpointError(
+            f"the shard {p} that {index} names {what}; restore the folder from the training run"
+        )
+    return p
 
 
 def _file_keys(path: Path) -> list[str]:
