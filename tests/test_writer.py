@@ -263,5 +263,17 @@ def test_prune_refuses_lightning_top_k_checkpoints(env, tmp_path):
     trainer.fit(Lit(), torch.utils.data.DataLoader(data, batch_size=64))
     r = runner.invoke(app, ["prune", str(tmp_path / "ck"), "--model", "writer_net:Net", "--k", 2])
     assert r.exit_code == 2, r.output
-    assert "not an even history" in r.output or "ModelCheckpoint monitor" in r.output
+    reasons = ("not an even history", "ModelCheckpoint monitor")
+    assert any(w in r.output for w in reasons)
+    # ncip rank refuses them for the same reason (one shared check), unless --allow-uneven
+    out = tmp_path / "r.csv"
+    args = ["rank", str(tmp_path / "ck"), "--inputs", str(env["dir"] / "test.npz"), "--out",
+            str(out), "--quiet", "--model", "writer_net:Net", "--k", "2"]  # fmt: skip
+    r = runner.invoke(app, args)
+    assert r.exit_code == 2 and not out.exists(), r.output
+    error = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
+    assert len(error) == 1 and any(w in error[0] for w in reasons), r.output
+    assert "--allow-uneven" in error[0]
+    r = rank(tmp_path / "ck", env, out, "--model", "writer_net:Net", "--k", 2, "--allow-uneven")
+    assert "--allow-uneven: " in r.output and "the pool is the last alpha of these 3" in r.output
     shutil.rmtree(tmp_path / "ck")

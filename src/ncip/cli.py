@@ -314,6 +314,15 @@ Order = Annotated[
         "list keeps its order); given: the order the files are listed in (a list only)"
     ),
 ]
+AllowUneven = Annotated[
+    bool,
+    typer.Option(
+        "--allow-uneven",
+        help="rank checkpoints that are not an even history (kept by a metric, e.g. Lightning's "
+        "save_top_k with a monitor, or thinned), which are refused otherwise; the pool is then "
+        "the last alpha of the checkpoints kept, not of training",
+    ),
+]
 TrustRecordedModel = Annotated[
     bool,
     typer.Option(
@@ -365,6 +374,7 @@ def rank(
     quiet: Quiet = False,
     order: Order = "auto",
     trust_recorded_model: TrustRecordedModel = False,
+    allow_uneven: AllowUneven = False,
 ) -> None:
     """Rank unlabelled inputs, most likely misclassified first, from a model's own checkpoints."""
     from ncip.tool.output import check_output_path
@@ -404,6 +414,7 @@ def rank(
             order=order,
             tokenizer=tokenizer,
             max_length=max_length,
+            allow_uneven=allow_uneven,
         )
     images = _preview_images(result) if preview is not None else None
     written = result.save(out, preview, images, result.inputs.class_names)

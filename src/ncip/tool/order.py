@@ -146,3 +146,49 @@ def training_order(found: list[Checkpoint], label: str) -> tuple[list[Checkpoint
         )
     ordered = sorted(found, key=lambda c: natural_key(c.name))
     return ordered, "the number in each file name (natural order)"
+
+
+def uneven_history(cs) -> str | None:
+    """Why a run's checkpoints (a :class:`ncip.tool.formats.CheckpointSet` in training order)
+    are not an even training history, or None: gaps of unequal size between the steps, epochs
+    or name numbers (kept by a metric, or thinned; the last gap may be shorter, a final save
+    between regular ones), or a Lightning ``ModelCheckpoint`` with a ``monitor`` that did not
+    keep the first epoch. NCIP's candidate pool ("the last alpha of training") means what it
+    says only on an even history."""
+    if len(cs) < 3:
+        return None
+    for attr in ("step", "epoch"):
+        keys = [getattr(c, attr) for c in cs]
+        if all(k is not None for k in keys):
+            break
+    else:
+        numbers = [re.findall(r"\d+", c.name) for c in cs]
+        if not all(numbers):
+            return None  # no numbers to tell (a list given in its own order)
+        keys = [int(n[-1]) for n in numbers]
+        attr = "number in the file name"
+    gaps = np.diff(keys)
+    if len(set(gaps[:-1].tolist())) > 1 or (len(gaps) > 1 and gaps[-1] > gaps[0]):
+        return (
+            f"the checkpoints are not an even history ({attr}s {keys[:8]}"
+            f"{' ...' if len(keys) > 8 else ''}): they look chosen by a metric or thinned"
+        )
+    if cs.final.fmt == "container":
+        monitor = _lightning_monitor(cs.final)
+        if monitor and cs[0].epoch not in (None, 0, 1):
+            return (
+                f"Lightning kept these checkpoints by {monitor!r} (a ModelCheckpoint monitor), "
+                "not every epoch"
+            )
+    return None
+
+
+def _lightning_monitor(ck) -> str | None:
+    from ncip.tool.unpickle import torch_load
+
+    obj = torch_load(ck.path)
+    for key in (obj.get("callbacks") or {}) if isinstance(obj, dict) else {}:
+        m = re.search(r"ModelCheckpoint\{.*'monitor': '([^']+)'", str(key))
+        if m:
+            return m.group(1)
+    return None

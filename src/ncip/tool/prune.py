@@ -15,21 +15,18 @@ what it says there.
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ncip.core.collapse import ALPHA, K, plan
 from ncip.core.errors import NcipError
 from ncip.core.io import write_json
 from ncip.tool.files import follow_umask
 from ncip.tool.formats import Checkpoint, CheckpointError, CheckpointSet, check_consistent, discover
-from ncip.tool.unpickle import torch_load
+from ncip.tool.order import uneven_history
 
 RECORD = "ncip-prune.json"
 
@@ -100,39 +97,13 @@ def check_history(cs: CheckpointSet, folder: Path) -> None:
     """Refuse a history that is uneven (thinned) or chosen by a metric."""
     if len(cs) < 3:
         raise PruneError(f"{folder} holds {len(cs)} checkpoints: nothing to prune")
-    for attr in ("step", "epoch"):
-        keys = [getattr(c, attr) for c in cs]
-        if all(k is not None for k in keys):
-            break
-    else:
-        keys = [int(re.findall(r"\d+", c.name)[-1]) for c in cs]
-        attr = "number in the file name"
-    gaps = np.diff(keys)
-    # every gap equal; the last may be shorter (a final save between regular ones)
-    if len(set(gaps[:-1].tolist())) > 1 or (len(gaps) > 1 and gaps[-1] > gaps[0]):
+    why = uneven_history(cs)
+    if why is not None:
         raise PruneError(
-            f"{folder}: the checkpoints are not an even history ({attr}s {keys[:8]}"
-            f"{' ...' if len(keys) > 8 else ''}): they look chosen by a metric or thinned, and "
-            "NCIP's pool ('the last alpha of training') would not mean that here; keep every "
-            "epoch (Lightning: save_top_k=-1; timm: the ncip writer) to prune"
+            f"{folder}: {why}, and NCIP's pool ('the last alpha of training') would not mean "
+            "that here; keep every epoch (Lightning: save_top_k=-1; timm: the ncip writer) to "
+            "prune"
         )
-    if cs.final.fmt == "container":
-        monitor = _lightning_monitor(cs.final)
-        first = cs[0].epoch
-        if monitor and first not in (None, 0, 1):
-            raise PruneError(
-                f"{folder}: Lightning kept these checkpoints by {monitor!r} (a "
-                "ModelCheckpoint monitor), not every epoch; nothing NCIP can prune"
-            )
-
-
-def _lightning_monitor(ck: Checkpoint) -> str | None:
-    obj = torch_load(ck.path)
-    for key in (obj.get("callbacks") or {}) if isinstance(obj, dict) else {}:
-        m = re.search(r"ModelCheckpoint\{.*'monitor': '([^']+)'", str(key))
-        if m:
-            return m.group(1)
-    return None
 
 
 def plan_prune(

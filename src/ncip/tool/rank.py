@@ -40,6 +40,7 @@ from ncip.tool.inputs import (
     probe,
 )
 from ncip.tool.modelsource import HeadRef, LoadedModel, ModelSourceError, find_head, load_model
+from ncip.tool.order import uneven_history
 from ncip.tool.output import Ranking
 from ncip.tool.ranking import (
     TVDAccumulator,
@@ -226,6 +227,7 @@ def rank(
     order: str = "auto",
     tokenizer: str | Path | None = None,
     max_length: int | None = None,
+    allow_uneven: bool = False,
 ) -> Ranking:
     """Rank ``inputs`` by NCIP from a training run's ``checkpoints``; larger score = label first.
 
@@ -235,7 +237,9 @@ def rank(
     checkpoints. ``inputs``: a path (.npz, .npy, a table, raw texts, an image folder) or an
     array; raw texts are encoded with ``tokenizer`` (default: the tokenizer.json beside the
     final checkpoint), truncated to ``max_length`` (:mod:`ncip.tool.texts`); ``labels`` (path or
-    array) add an honest comparison with margin, DeepGini and random order on this model. Returns a
+    array) add an honest comparison with margin, DeepGini and random order on this model. A run
+    whose checkpoints are not an even history (kept by a metric, thinned) is refused unless
+    ``allow_uneven`` (:func:`ncip.tool.order.uneven_history`). Returns a
     :class:`ncip.tool.output.Ranking`: ``table`` (rank, sample_id, ncip, tvd, margin, pred),
     ``selection`` (candidates with σ_cos, pool, selected), ``evaluation`` and ``notes``.
     """
@@ -247,7 +251,7 @@ def rank(
         log.info("%s", msg)
 
     _check_args(k, batch_size)
-    cs, pruned = _checkpoints(checkpoints, ema, order, note, state_key)
+    cs, pruned = _checkpoints(checkpoints, ema, order, note, state_key, allow_uneven)
     dev = resolve_device(device)
     lm = load_model(model, cs, num_classes, prefix, head, dev, trust_recorded_model)
     inp = load_inputs(inputs, ids, labels)
@@ -352,12 +356,25 @@ def _fmt(c) -> str:
 
 
 def _checkpoints(
-    source, ema: bool, order: str, note: Callable[[str], None], state_key: str | None = None
+    source,
+    ema: bool,
+    order: str,
+    note: Callable[[str], None],
+    state_key: str | None = None,
+    allow_uneven: bool = False,
 ):
-    """The run's checkpoints in training order, and the record of a pruned folder if any."""
+    """The run's checkpoints in training order, and the record of a pruned folder if any; a
+    history that is not even is refused (as ``ncip prune`` refuses it) unless allowed."""
     cs = discover(source, ema, order, state_key)
     check_consistent(cs)
     pruned = _pruned_selection(source, cs)
+    why = None if pruned is not None else uneven_history(cs)
+    if why is not None and not allow_uneven:
+        raise CheckpointError(
+            f"{source}: {why}, and NCIP's pool ('the last alpha of training') would not mean "
+            "that here; keep every epoch (Lightning: save_top_k=-1), or pass --allow-uneven to "
+            "rank these checkpoints as they are"
+        )
     note(
         f"{len(cs)} checkpoints ({', '.join(sorted({_fmt(c) for c in cs}))}), ordered by "
         f"{cs.order}: {cs[0].name} ... {cs.final.name}"
@@ -366,6 +383,8 @@ def _checkpoints(
         listing = "; ".join(f"{n} ({w})" for n, w in cs.skipped[:6])
         more = f" and {len(cs.skipped) - 6} more" if len(cs.skipped) > 6 else ""
         note(f"skipped {len(cs.skipped)} file(s): {listing}{more}")
+    if why is not None:
+        note(f"--allow-uneven: {why}; the pool is the last alpha of these {len(cs)} checkpoints")
     return cs, pruned
 
 
