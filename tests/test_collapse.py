@@ -117,3 +117,28 @@ def test_sigma_cos_series_names_the_bad_checkpoint():
     with pytest.raises(InputError, match="run-0/epoch-002: the head holds NaN"):
         sigma_cos_series([good, np.full((3, 3), np.nan)], ["run-0/epoch-001", "run-0/epoch-002"])
     assert sigma_cos_series([good]) == [sigma_cos(good)]
+
+
+@pytest.mark.parametrize("shape", [(300, 8), (1000, 64), (5000, 3)])
+def test_sigma_cos_through_the_gram_matrix_equals_the_direct_value(shape):
+    """The Gram route (a language model's vocabulary-sized head) against all V(V-1)/2 pairs."""
+    from ncip.core.collapse import _sigma_cos_gram
+
+    rng = np.random.default_rng(shape[0])
+    W = rng.standard_normal(shape) + 0.3  # a common offset: mean cosine far from 0
+    norms = np.linalg.norm(W, axis=1)
+    U = W / norms[:, None]
+    direct = np.std((U @ U.T)[np.triu_indices(shape[0], k=1)])
+    assert _sigma_cos_gram(W, norms) == pytest.approx(direct, rel=1e-9, abs=1e-12)
+
+
+def test_sigma_cos_takes_the_gram_route_above_its_threshold(monkeypatch):
+    import ncip.core.collapse as collapse
+
+    W = np.random.default_rng(0).standard_normal((50, 4))
+    direct = sigma_cos(W)
+    monkeypatch.setattr(collapse, "GRAM_ABOVE", 10)
+    called = []
+    real = collapse._sigma_cos_gram
+    monkeypatch.setattr(collapse, "_sigma_cos_gram", lambda *a: called.append(1) or real(*a))
+    assert sigma_cos(W) == pytest.approx(direct, rel=1e-9) and called

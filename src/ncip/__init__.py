@@ -10,7 +10,8 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str):
-    # `ncip.rank`, `ncip.rank_probs` and `ncip.CheckpointWriter` load their modules on first use.
+    # `ncip.rank`, `ncip.rank_sequences`, `ncip.rank_probs` and `ncip.CheckpointWriter` load
+    # their modules on first use.
     if name == "rank":
         from ncip.tool.rank import rank
 
@@ -23,6 +24,10 @@ def __getattr__(name: str):
         from ncip.tool.ranking import rank_probs
 
         return rank_probs
+    if name == "rank_sequences":
+        from ncip.tool.sequences import rank_sequences
+
+        return rank_sequences
     if name == "Ranking":
         from ncip.tool.output import Ranking
 

@@ -167,6 +167,8 @@ RANK_EXAMPLES = """Examples:
   ncip rank hf_out/ --inputs tokens.npz --out ranking.csv   (model from config.json)
 
   ncip rank models/fmnist-lenet5/run-0 --inputs test.npz --out ranking.csv --preview top.png
+
+  ncip rank lm_out/ --prompts prompts.jsonl --out ranking.csv   (a causal language model)
 """
 
 
@@ -234,7 +236,7 @@ CheckpointsOpt = Annotated[
     list[str] | None, typer.Option("--checkpoints", help="same as the argument")
 ]
 InputsOpt = Annotated[
-    Path,
+    Path | None,
     typer.Option(
         help=".npz (x, optional ids and y), .npy (memory-mapped), .pt, a table (.csv, .tsv, "
         ".parquet: a row per input; columns y/label and id are labels and ids; one text "
@@ -259,6 +261,24 @@ Labels = Annotated[
 Ids = Annotated[
     Path | None,
     typer.Option(help="sample ids (.npy or .txt, or a column of a table --inputs), one per input"),
+]
+Prompts = Annotated[
+    Path | None,
+    typer.Option(
+        help="a causal language model's test prompts instead of --inputs: .jsonl (prompt, "
+        "optional reference and id) or .txt (one per line); with references, each "
+        "continuation's BLEU-2 decides which prompts fail (see ncip.core.sequences)",
+    ),
+]
+NewTokens = Annotated[
+    int, typer.Option(min=1, help="--prompts: greedy tokens of the final checkpoint scored")
+]
+Failure = Annotated[
+    str,
+    typer.Option(
+        help="--prompts with references: a continuation fails at or below this BLEU-2, "
+        "'median' (of the prompts) or a number in [0, 1]"
+    ),
 ]
 Tokenizer = Annotated[
     Path | None,
@@ -344,8 +364,11 @@ def _preview_images(result):
 @app.command(epilog=RANK_EXAMPLES)
 @stage_main
 def rank(
-    inputs: InputsOpt,
     out: Out,
+    inputs: InputsOpt = None,
+    prompts: Prompts = None,
+    new_tokens: NewTokens = 16,
+    failure: Failure = "median",
     checkpoints: Checkpoints = None,
     checkpoints_opt: CheckpointsOpt = None,
     model: Model = None,
@@ -383,8 +406,40 @@ def rank(
     sources = list(checkpoints or []) + list(checkpoints_opt or [])
     if not sources:
         raise StageError("give the checkpoints: a folder, a glob such as 'ckpt/*.pt', or files")
+    if (inputs is None) == (prompts is None):
+        raise StageError(
+            "give the test set: --inputs (a classifier's inputs) or --prompts (a language "
+            "model's prompts), one of them"
+        )
     # before any work: never over one of the run's own inputs
-    check_output_path(out, preview, [inputs, labels, ids, tokenizer])
+    check_output_path(out, preview, [inputs, prompts, labels, ids, tokenizer])
+    if prompts is not None:
+        from ncip.tool.sequences import rank_sequences
+
+        with _interrupt_says(f"nothing was written; {out} is as it was"):
+            result = rank_sequences(
+                sources[0] if len(sources) == 1 else sources,
+                prompts,
+                model,
+                k=k,
+                alpha=alpha,
+                tokenizer=tokenizer,
+                new_tokens=new_tokens,
+                max_prompt_tokens=max_length,
+                failure=_failure(failure),
+                head=head,
+                prefix=prefix,
+                batch_size=min(batch_size, 64),
+                device=device,
+                seed=seed,
+                show_progress=not quiet,
+                order=order,
+                allow_uneven=allow_uneven,
+                trust_recorded_model=trust_recorded_model,
+                skip_bad=skip_bad,
+            )
+        _report(result, out)
+        return
     with _interrupt_says(f"nothing was written; {out} is as it was"):
         result = rank_inputs(
             sources[0] if len(sources) == 1 else sources,
@@ -417,10 +472,23 @@ def rank(
             allow_uneven=allow_uneven,
         )
     images = _preview_images(result) if preview is not None else None
-    written = result.save(out, preview, images, result.inputs.class_names)
+    _report(result, out, preview, images, result.inputs.class_names)
+
+
+def _report(result, out: Path, *save) -> None:
+    written = result.save(out, *save)
     if result.evaluation is not None:
         typer.echo(result.evaluation_text())
     typer.echo(f"{result.notes[-1]} -> {', '.join(str(p) for p in written)}")
+
+
+def _failure(value: str) -> str | float:
+    if value == "median":
+        return value
+    try:
+        return float(value)
+    except ValueError:
+        raise StageError(f"--failure is 'median' or a BLEU-2 in [0, 1], got {value!r}") from None
 
 
 @contextlib.contextmanager

@@ -21,21 +21,28 @@ def compare_orders(
     RAUC-100/500/ALL, APFD and the faults (misclassified inputs) in the top 10%."""
     p = np.asarray(final_probs, dtype=np.float64)
     y = np.asarray(labels)
-    fault = p.argmax(axis=1) != y
-    n = len(y)
-    top10 = max(1, math.ceil(0.1 * n))
     logits = np.log(np.maximum(p, np.finfo(np.float64).tiny))
-    methods = {
-        "NCIP": [ncip_scores],
-        "Margin": [1.0 - margin(p)],
-        "DeepGini": [deepgini(logits)],
-        "Random": [
-            np.random.default_rng(run_seed(seed, r)).permutation(n).astype(np.float64)
-            for r in range(RANDOM_REPEATS)
-        ],
-    }
+    methods = {"NCIP": ncip_scores, "Margin": 1.0 - margin(p), "DeepGini": deepgini(logits)}
+    return compare_scores(methods, p.argmax(axis=1) != y, seed)
+
+
+def compare_scores(
+    methods: dict[str, np.ndarray], fault: np.ndarray, seed: int = 0, what: str | None = None
+) -> pd.DataFrame:
+    """Each method's order (larger score first; NCIP first in ``methods``) and random order
+    (the mean of RANDOM_REPEATS seeded permutations) on known faults: RAUC-100/500/ALL, APFD,
+    the faults in the top 10%. ``what`` says what the inputs and their faults are in the
+    printed table (default: labelled inputs the final model misclassifies)."""
+    fault = np.asarray(fault, dtype=bool)
+    n = len(fault)
+    top10 = max(1, math.ceil(0.1 * n))
+    runs_of = {name: [s] for name, s in methods.items()}
+    runs_of["Random"] = [
+        np.random.default_rng(run_seed(seed, r)).permutation(n).astype(np.float64)
+        for r in range(RANDOM_REPEATS)
+    ]
     rows = []
-    for name, runs in methods.items():
+    for name, runs in runs_of.items():
         vals = []
         for s in runs:
             f = fault[order_from_scores(s, seed)]
@@ -53,6 +60,7 @@ def compare_orders(
                 "inputs": n,
                 "top10pct": top10,
             }
+            | ({} if what is None else {"fault": what})
         )
     return pd.DataFrame(rows)
 
@@ -62,9 +70,13 @@ def verdict(ev: pd.DataFrame) -> str:
     r = ev.set_index("method")["rauc_all"]
     if ev["faults"].iloc[0] == 0:
         return "the model gets every labelled input right: there is nothing to rank"
+    if ev["faults"].iloc[0] == ev["inputs"].iloc[0]:
+        return "every input counts as a fault: every order scores the same; nothing to rank"
     best_other = r.drop("NCIP").idxmax()
     gap, lead = r["NCIP"] - r["Margin"], r["NCIP"] - r[best_other]
     vs_margin = f"{gap:+.3f} against the final model's margin alone"
+    if "fault" in ev:  # a failure rule, not misclassification: random order's score says much
+        vs_margin += f"; random order {r['Random']:.3f}"
     if abs(lead) < 0.0005:
         return (
             f"NCIP ties {best_other} on RAUC-ALL ({r['NCIP']:.3f}; {vs_margin}): here the "
@@ -82,6 +94,12 @@ def verdict(ev: pd.DataFrame) -> str:
     )
 
 
+def _header(ev: pd.DataFrame, n: int, faults: int) -> str:
+    if "fault" in ev:
+        return str(ev["fault"].iloc[0]).format(n=n, faults=faults)
+    return f"on your {n} labelled inputs ({faults} misclassified by the final model):"
+
+
 def format_evaluation(ev: pd.DataFrame) -> str:
     n, faults, top = (
         int(ev["inputs"].iloc[0]),
@@ -89,7 +107,7 @@ def format_evaluation(ev: pd.DataFrame) -> str:
         int(ev["top10pct"].iloc[0]),
     )
     lines = [
-        f"on your {n} labelled inputs ({faults} misclassified by the final model):",
+        _header(ev, n, faults),
         (
             f"{'method':<9} {'RAUC-100':>8} {'RAUC-500':>8} {'RAUC-ALL':>8} {'APFD':>6} "
             f"{'faults in top 10%':>18}"

@@ -125,7 +125,7 @@ def head_sigma(
     lm: LoadedModel | HeadRef, cs: CheckpointSet, skip_bad: bool
 ) -> tuple[list[int], list[float], list[str]]:
     """(usable checkpoint indices, their σ_cos, the names dropped) from head tensors alone."""
-    keep, heads, dropped = [], [], []
+    keep, sigma, dropped = [], [], []  # σ_cos head by head: one head in memory at a time
     for i, ck in enumerate(cs):
         W = read_tensors(ck, [lm.head_key])[lm.head_key].double().numpy()
         W = W.reshape(W.shape[0], -1)
@@ -141,8 +141,8 @@ def head_sigma(
             dropped.append(ck.name)
             continue
         keep.append(i)
-        heads.append(W)
-    return keep, sigma_cos_series(heads, [cs[i].name for i in keep]), dropped
+        sigma += sigma_cos_series([W], [ck.name])
+    return keep, sigma, dropped
 
 
 MAX_INPUT = 1e15  # no preprocessing brings a value this large to a model's range

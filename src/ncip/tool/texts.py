@@ -40,8 +40,8 @@ def read_text_lines(path: Path) -> tuple[list[str], np.ndarray]:
     return [t for _, t in keep], np.array([f"line-{i}" for i, _ in keep])
 
 
-def read_jsonl(path: Path) -> tuple[list[str], np.ndarray, np.ndarray | None]:
-    """A .jsonl file's texts, ids and labels (one object per line, blank lines skipped)."""
+def json_rows(path: Path) -> list[dict]:
+    """The JSON objects of a .jsonl file, one per non-blank line (at least one)."""
     rows = []
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -59,6 +59,12 @@ def read_jsonl(path: Path) -> tuple[list[str], np.ndarray, np.ndarray | None]:
         rows.append(row)
     if not rows:
         raise InputError(f"{path} holds no texts")
+    return rows
+
+
+def read_jsonl(path: Path) -> tuple[list[str], np.ndarray, np.ndarray | None]:
+    """A .jsonl file's texts, ids and labels (one object per line, blank lines skipped)."""
+    rows = json_rows(path)
     key = _text_key(path, rows[0])
     label = next((k for k in JSON_LABELS if k in rows[0]), None)
     ident = next((k for k in JSON_IDS if k in rows[0]), None)

@@ -1,0 +1,347 @@
+"""``ncip.rank_sequences``: rank a causal language model's test prompts from its fine-tuning
+checkpoints (``ncip rank CHECKPOINTS --prompts prompts.jsonl``), as :mod:`ncip.core.sequences`
+defines it.
+
+Prompts: a ``.jsonl`` file (a ``prompt`` or ``text`` field, optional ``reference`` and ``id``),
+a ``.txt`` file (one prompt per line), or a list of strings. They are encoded with the run's
+``tokenizer.json`` (as raw texts are, :mod:`ncip.tool.texts`) with no padding: prompts longer
+than ``max_prompt_tokens`` (default: the model's positions less ``new_tokens``) keep their last
+tokens, and batches hold prompts of one length, so no model needs an attention mask.
+
+The steps: σ_cos of each checkpoint's LM head (the Gram route for a vocabulary-sized head,
+:func:`ncip.core.collapse.sigma_cos`), Algorithm 1; the final checkpoint's greedy continuation
+of ``new_tokens`` tokens; then every selected checkpoint teacher-forced on prompt +
+continuation. The final checkpoint's next-token distributions are held for a chunk of prompts
+at a time (``memory_mb``), so memory is bounded whatever the vocabulary, N and K; each
+checkpoint is loaded once per chunk. With references, each continuation's BLEU-2 decides which
+prompts fail, and NCIP is compared with the token-level confidence scores on them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ncip.core.collapse import ALPHA, K
+from ncip.core.engine import resolve_device
+from ncip.core.errors import InputError
+from ncip.core.logs import log, progress_bar
+from ncip.core.models import logits_of
+from ncip.core.sequences import METHODS, TokenStats, bleu2, failures, prompt_scores
+from ncip.tool.compare import compare_scores
+from ncip.tool.formats import CheckpointError
+from ncip.tool.modelsource import load_model
+from ncip.tool.output import Ranking
+from ncip.tool.rank import _bad, _check_args, _checkpoints, _nonfinite_weight, _plan, head_sigma
+from ncip.tool.ranking import selection_record
+from ncip.tool.texts import find_tokenizer, json_rows, load_tokenizer, read_text_lines
+
+PROMPT_FIELDS = ("prompt", "text")
+NEW_TOKENS = 16  # the continuation scored (the paper's Fig. 4b setting is not stated; 16 here)
+MEMORY_MB = 1024  # the final checkpoint's distributions held at once
+NAMES = {  # method -> its name in the evaluation table
+    "ncip": "NCIP",
+    "margin": "Margin",
+    "entropy": "Entropy",
+    "msp": "MSP",
+    "deepgini": "DeepGini",
+    "logppl": "LogPPL",
+}
+assert set(NAMES) == set(METHODS)
+
+
+@dataclass
+class Prompts:
+    texts: list[str]
+    ids: np.ndarray
+    references: list[str] | None
+    source: str
+
+
+def read_prompts(prompts: str | Path | Sequence[str], references=None) -> Prompts:
+    """Prompts (and references) from a .jsonl, a .txt or a list of strings."""
+    if isinstance(prompts, str | Path) and Path(prompts).suffix.lower() in (".jsonl", ".txt"):
+        path = Path(prompts)
+        if not path.is_file():
+            raise InputError(f"prompts file {path} does not exist")
+        if path.suffix.lower() == ".txt":
+            texts, ids = read_text_lines(path)
+            return Prompts(texts, ids, _references(references, len(texts)), str(path))
+        rows = json_rows(path)
+        key = next((k for k in PROMPT_FIELDS if k in rows[0]), None)
+        if key is None:
+            raise InputError(f"{path}: each line needs a 'prompt' (or 'text') field")
+        has_ref = "reference" in rows[0]
+        for n, row in enumerate(rows, start=1):
+            if not isinstance(row.get(key), str) or (
+                has_ref and not isinstance(row.get("reference"), str)
+            ):
+                want = f"{key!r} and 'reference'" if has_ref else repr(key)
+                raise InputError(
+                    f"{path}: object {n} lacks a string {want}; every line needs the same fields"
+                )
+        texts = [r[key] for r in rows]
+        ids = np.array([str(r.get("id", i)) for i, r in enumerate(rows)])
+        refs = [r["reference"] for r in rows] if has_ref else _references(references, len(rows))
+        return Prompts(texts, ids, refs, str(path))
+    if isinstance(prompts, str | Path):
+        raise InputError(
+            f"prompts {prompts}: give a .jsonl (a 'prompt' field, optional 'reference' and "
+            "'id') or a .txt (one prompt per line)"
+        )
+    texts = [str(t) for t in prompts]
+    ids = np.arange(len(texts)).astype(str)
+    return Prompts(texts, ids, _references(references, len(texts)), "list")
+
+
+def _references(references, n: int) -> list[str] | None:
+    if references is None:
+        return None
+    refs = [str(r) for r in references]
+    if len(refs) != n:
+        raise InputError(f"{len(refs)} references for {n} prompts; give one per prompt")
+    return refs
+
+
+def _positions(model: torch.nn.Module) -> int | None:
+    for m in model.modules():
+        n = getattr(getattr(m, "config", None), "max_position_embeddings", None)
+        if isinstance(n, int):
+            return n
+    return None
+
+
+def encode_prompts(p: Prompts, tokenizer_path: Path, limit: int | None) -> list[list[int]]:
+    """Token ids of each prompt (no padding), left-truncated to ``limit`` tokens."""
+    tok = load_tokenizer(tokenizer_path)
+    tok.no_padding()
+    tok.no_truncation()
+    ids = [e.ids for e in tok.encode_batch(p.texts)]
+    for i, t in enumerate(ids):
+        if not t:
+            raise InputError(f"{p.source}: prompt {p.ids[i]!r} encodes to no tokens; drop it")
+    return [t[-limit:] if limit else t for t in ids]
+
+
+def batches_by_length(ids: list[list[int]], batch_size: int) -> list[np.ndarray]:
+    """Index arrays of prompts of one token length, at most ``batch_size`` each."""
+    lengths = np.array([len(t) for t in ids])
+    out = []
+    for n in np.unique(lengths):
+        idx = np.flatnonzero(lengths == n)
+        out += [idx[i : i + batch_size] for i in range(0, len(idx), batch_size)]
+    return out
+
+
+@torch.no_grad()
+def _logits(model, x: torch.Tensor) -> torch.Tensor:
+    z = logits_of(model(x))
+    if z.ndim != 3 or z.shape[:2] != x.shape:
+        raise InputError(
+            f"the model returned outputs of shape {tuple(z.shape)} for token ids "
+            f"{tuple(x.shape)}; a causal language model returns [batch, tokens, vocabulary]"
+        )
+    return z.float()
+
+
+@torch.no_grad()
+def greedy(model, prompt: torch.Tensor, new_tokens: int) -> torch.Tensor:
+    """The greedy continuation ``[B, new_tokens]`` (no cache, no early stop)."""
+    x = prompt
+    for _ in range(new_tokens):
+        x = torch.cat([x, _logits(model, x)[:, -1].argmax(-1, keepdim=True)], dim=1)
+    return x[:, prompt.shape[1] :]
+
+
+def _continuation_probs(model, prompt: torch.Tensor, cont: torch.Tensor) -> torch.Tensor:
+    """The next-token distributions at the continuation's positions, ``[B, L, V]``."""
+    x = torch.cat([prompt, cont[:, :-1]], dim=1)
+    z = _logits(model, x)[:, prompt.shape[1] - 1 :]
+    return torch.softmax(z, dim=-1)
+
+
+def rank_sequences(
+    checkpoints: str | Path | Sequence[str | Path],
+    prompts: str | Path | Sequence[str],
+    model: str | Any = None,
+    *,
+    references: Sequence[str] | None = None,
+    k: int = K,
+    alpha: float = ALPHA,
+    tokenizer: str | Path | None = None,
+    new_tokens: int = NEW_TOKENS,
+    max_prompt_tokens: int | None = None,
+    failure: str | float = "median",
+    head: str | None = None,
+    prefix: str | None = None,
+    batch_size: int = 32,
+    device: str = "auto",
+    seed: int = 0,
+    show_progress: bool = True,
+    order: str = "auto",
+    allow_uneven: bool = False,
+    trust_recorded_model: bool = False,
+    skip_bad: bool = False,
+    memory_mb: int = MEMORY_MB,
+) -> Ranking:
+    """Rank ``prompts`` by NCIP for sequences from a causal LM's ``checkpoints``; larger score
+    = look first. ``references`` (or a ``reference`` field in the .jsonl) add the BLEU-2 of each
+    continuation and, with failure = BLEU-2 at or below ``failure`` (the prompts' median, or a
+    number), NCIP against the token-level baselines. Returns a :class:`ncip.tool.output.Ranking`
+    (table: rank, sample_id, ncip, tvd, margin, every baseline's score, the continuation)."""
+    t0 = time.perf_counter()
+    notes: list[str] = []
+
+    def note(msg: str) -> None:
+        notes.append(msg)
+        log.info("%s", msg)
+
+    _check_args(k, batch_size)
+    if isinstance(new_tokens, bool) or int(new_tokens) != new_tokens or new_tokens < 1:
+        raise InputError(f"new_tokens must be a positive integer, got {new_tokens!r}")
+    p = read_prompts(prompts, references)
+    if not p.texts:
+        raise InputError(f"{p.source} holds no prompts")
+    cs, pruned = _checkpoints(checkpoints, False, order, note, None, allow_uneven)
+    dev = resolve_device(device)
+    lm = load_model(model, cs, None, prefix, head, dev, trust_recorded_model)
+    positions = _positions(lm.model)
+    limit = max_prompt_tokens or (positions - new_tokens if positions else None)
+    if limit is not None and limit < 1:
+        raise InputError(f"{new_tokens} new tokens leave no room for a prompt in {positions}")
+    tok_path = find_tokenizer(cs.final.path, tokenizer)
+    ids = encode_prompts(p, tok_path, limit)
+    note(f"model: {lm.description}; head {lm.head_key!r} ({lm.num_classes} tokens)")
+    note(
+        f"prompts: {len(ids)} from {p.source}, tokenized with {tok_path} (up to {limit} tokens, "
+        f"the last kept); continuation: {new_tokens} greedy tokens of the final checkpoint"
+    )
+    usable, sigma, dropped = head_sigma(lm, cs, skip_bad)
+    sel = _plan(sigma, len(usable), int(k), alpha, False, pruned, note)
+    selected = [cs[usable[i]] for i in sel.chosen]
+    batches = batches_by_length(ids, batch_size)
+    vocab = lm.num_classes
+    stats = TokenStats(len(ids), new_tokens, len(selected) - 1)
+    cont = np.zeros((len(ids), new_tokens), dtype=np.int64)
+    per_prompt = new_tokens * vocab * 4  # float32 distributions of one prompt
+    rows_per_chunk = max(1, memory_mb * 2**20 // per_prompt)
+    chunks, size = [[]], 0
+    for b in batches:
+        if size and size + len(b) > rows_per_chunk:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(b)
+        size += len(b)
+    bar = progress_bar(
+        len(batches) * (len(selected) + 1), "NCIP", enabled=show_progress, unit="batch"
+    )
+    final = selected[-1]
+    for chunk in chunks:
+        model = lm.load(final)
+        bad = _nonfinite_weight(model)
+        if bad:
+            _bad(final, f"holds NaN or infinite weights (in {bad!r})", True, False)
+        held = []
+        for b in chunk:
+            x = torch.as_tensor(np.array([ids[i] for i in b]), device=dev)
+            c = greedy(model, x, new_tokens)
+            cont[b] = c.cpu().numpy()
+            probs = _continuation_probs(model, x, c)
+            if not torch.isfinite(probs).all():
+                _bad(final, "produces NaN or infinite outputs", True, False)
+            stats.set_final(b, probs, c)
+            held.append((x, c, probs))
+            bar.update(2)
+        for j, ck in enumerate(selected[:-1]):
+            if not stats.ok[j]:  # dropped in an earlier chunk
+                bar.update(len(chunk))
+                continue
+            model = lm.load(ck)
+            bad = _nonfinite_weight(model)
+            why = f"holds NaN or infinite weights (in {bad!r})" if bad else None
+            for b, (x, c, fprobs) in zip(chunk, held, strict=True):
+                if why is None:
+                    probs = _continuation_probs(model, x, c)
+                    if not torch.isfinite(probs).all():
+                        why = "produces NaN or infinite outputs"
+                    else:
+                        stats.add(j, b, probs, fprobs)
+                bar.update(1)
+            if why:
+                _bad(ck, why, False, skip_bad)  # raises unless skip_bad
+                stats.drop(j)
+    bar.close()
+    used = [ck for j, ck in enumerate(selected[:-1]) if stats.ok[j]] + [final]
+    if len(used) < 2:
+        raise CheckpointError(
+            "fewer than 2 selected checkpoints gave finite outputs: NCIP would reduce to the "
+            "final model's margin"
+        )
+    scores = prompt_scores(stats)
+    tok = load_tokenizer(tok_path)
+    texts = tok.decode_batch([c.tolist() for c in cont], skip_special_tokens=True)
+    table, ranked = _table(scores, p.ids, texts, seed)
+    evaluation = None
+    if p.references is not None:
+        bleu = bleu2(texts, p.references)
+        fail, threshold = failures(bleu, failure)
+        table["bleu2"] = bleu[ranked]
+        table["failed"] = fail[ranked]
+        what = (
+            "on your {n} prompts with references ({faults} continuations at or below BLEU-2 "
+            f"{threshold:.3f} count as failures):"
+        )
+        evaluation = compare_scores({NAMES[m]: scores[m] for m in METHODS}, fail, seed, what)
+        note(
+            f"BLEU-2 against the references: median {np.median(bleu):.3f}; failure = BLEU-2 at "
+            f"or below {threshold:.3f} ({'the median' if failure == 'median' else 'given'}): "
+            f"{int(fail.sum())} of {len(fail)} prompts"
+        )
+    record = selection_record(
+        [cs[i].describe() for i in usable],
+        sel,
+        order=cs.order,
+        final=str(final.path),
+        head=lm.head_key,
+        model=lm.description,
+        used=[str(c.path) for c in used],
+        dropped=dropped,
+        skipped=[{"file": f, "reason": r} for f, r in cs.skipped],
+        tokenizer=str(tok_path),
+        new_tokens=int(new_tokens),
+        prompt_tokens_max=limit,
+        aggregate="mean over the continuation's tokens",
+        failure=None if p.references is None else failure,
+    )
+    record["seconds"] = seconds = time.perf_counter() - t0
+    notes.append(
+        f"ranked {len(ids)} prompts with {len(used)} checkpoints (selected from "
+        f"{len(sel.pool)} in the pool of {len(cs)}) in {seconds:.1f} s"
+    )
+    return Ranking(table, record, evaluation, notes, ranked, None)
+
+
+def _table(scores: dict[str, np.ndarray], ids, texts, seed: int):
+    from ncip.core.metrics import order_from_scores
+
+    ranked = order_from_scores(scores["ncip"], seed)
+    table = pd.DataFrame(
+        {
+            "rank": np.arange(1, len(ranked) + 1),
+            "sample_id": np.asarray(ids)[ranked],
+            "ncip": scores["ncip"][ranked],
+            "tvd": scores["tvd"][ranked],
+        }
+    )
+    for m in METHODS:
+        if m != "ncip":
+            table[m] = scores[m][ranked]
+    table["continuation"] = np.asarray(texts, dtype=object)[ranked]
+    return table, ranked
