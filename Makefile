@@ -3,7 +3,7 @@ SHELL := /bin/bash
 export DVC_NO_ANALYTICS := 1
 VENV := .venv/bin
 
-.PHONY: repro test test-fast setup sweep extended text
+.PHONY: repro test test-fast setup sweep extended text lm
 
 repro:  ## set up, get the dataset, reproduce the whole pipeline
 	bash scripts/setup.sh --data
@@ -41,3 +41,7 @@ extended:  ## the extended CPU study (11 independent subjects, Table 5) as one D
 text:  ## the text study (WordNet glosses, fortunes; TextCNN and Transformer) as one DVC experiment
 	bash scripts/setup.sh
 	bash scripts/experiment.sh text
+
+lm:  ## the language-model study (GPT-2 from a config, Python docs; paper Fig. 4b) as one DVC experiment
+	bash scripts/setup.sh
+	bash scripts/experiment.sh lm

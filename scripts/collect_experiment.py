@@ -1,12 +1,14 @@
 """Write metrics/NAME.md from an experiment's report (`scripts/experiment.sh NAME`): the
 sections that experiment keeps (its models, clean RAUC-ALL, Table 5, per-subject paired
-intervals, ...), with the command that ran it and its time."""
+intervals, ...), or the experiment's own result file (`make lm`), with the command that ran it
+and its time."""
 
 from pathlib import Path
 
 import typer
 
 from ncip.core.io import write_text
+from ncip.study.presets import EXPERIMENTS
 from ncip.study.report.significance import (
     EXPERIMENT_SECTIONS,
     OPTIONAL_SECTIONS,
@@ -27,10 +29,17 @@ def main(
     out: Path = typer.Option(..., help="metrics/NAME.md"),
     name: str = typer.Option("extended", help="the experiment (ncip preset lists them)"),
 ) -> None:
+    text = report.read_text()
+    if EXPERIMENTS.get(name) and EXPERIMENTS[name].result:  # its own result file, as it is
+        header = (
+            f"Ran at commit {commit} with `make {name}` ({command} --temp -n {name}) in "
+            f"{seconds // 60} min {seconds % 60} s on this machine."
+        )
+        write_text(out, f"{header}\n\n{text.strip()}\n")
+        return
     if name not in EXPERIMENT_SECTIONS:
         raise StageError(f"unknown experiment {name!r}; choose one of {list(EXPERIMENT_SECTIONS)}")
     keep = EXPERIMENT_SECTIONS[name]
-    text = report.read_text()
     sections = markdown_sections(text)
     missing = [h for h in keep if not any(k.startswith(h) for k in sections)]
     if missing:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A CPU study beside the default one, as one DVC experiment: `scripts/experiment.sh NAME`
-# (`make extended`, `make text`) runs `ncip preset NAME`'s subjects and settings outside the
+# (`make extended`, `make text`, `make lm`) runs `ncip preset NAME`'s subjects and settings outside the
 # workspace (`dvc exp run --temp`, re-using every stage DVC has cached), then writes
 # metrics/NAME.md (its models, Table 5, per-subject intervals and what else the experiment
 # reports, with its command and time) and re-renders the report with it where this workspace
@@ -27,7 +27,9 @@ if [ -z "$ref" ]; then
   echo "error: the experiment '$name' left no result (see the output above)" >&2; exit 1
 fi
 mkdir -p .dvc/tmp
-git show "$ref:metrics/report.md" > ".dvc/tmp/$name-report.md"
+# what metrics/NAME.md is made of: the experiment's report, or its own result file (make lm)
+result=$(python -c "from ncip.study.presets import EXPERIMENTS as E; print(E['$name'].result or 'metrics/report.md')")
+git show "$ref:$result" > ".dvc/tmp/$name-report.md"
 python scripts/collect_experiment.py --name "$name" --report ".dvc/tmp/$name-report.md" \
   --seconds "$seconds" --command "$cmd" --commit "$(git rev-parse --short HEAD)" \
   --out "metrics/$name.md"

@@ -65,6 +65,10 @@ if [ ! -f data/raw/wordnet/data.noun ] && [ ! -f /usr/share/wordnet/data.noun ] 
   apt_install "put WordNet's dict/ files in data/raw/wordnet/ and the fortune files in data/raw/fortunes/ by hand (README \"Datasets\")" \
     wordnet-base fortunes fortunes-min
 fi
+if [ ! -f data/raw/python-doc/index.html ] && [ ! -f /usr/share/doc/python3-doc/html/index.html ]; then
+  apt_install "put the CPython documentation's HTML in data/raw/python-doc/ by hand (README \"Language models\")" \
+    python3-doc
+fi
 if [ "${1:-}" = "--data" ]; then
   if ! ls data/raw/fashion-mnist/train-images-idx3-ubyte* >/dev/null 2>&1 \
      && [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then

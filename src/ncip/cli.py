@@ -86,7 +86,8 @@ def preset(
                 f"{p.name:<13} {' '.join(p.subjects):<48} {p.epochs} epochs  paper acc {acc}"
             )
         for e in EXPERIMENTS.values():
-            typer.echo(f"{e.name:<13} {len(e.subjects)} {e.description} (`make {e.name}`)")
+            count = f"{len(e.subjects)} " if e.subjects else ""
+            typer.echo(f"{e.name:<13} {count}{e.description} (`make {e.name}`)")
         typer.echo("ncip preset NAME prints the command (epochs: paper Table 1; recipe: ours)")
         return
     typer.echo(shlex.join(["dvc", "exp", "run", *set_args(name, runs)]))

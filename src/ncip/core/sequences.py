@@ -80,15 +80,20 @@ class TokenStats:
     def drop(self, j: int) -> None:
         self.ok[j] = False
 
-    def token_tvd(self) -> np.ndarray:
+    def token_tvd(self, subset: Sequence[int] | None = None) -> np.ndarray:
         """Eq. 6 per token, ``[N, L]``: the sum over the kept checkpoints / (kept + 1), the
-        final's own zero term counted in |S|."""
-        return self.tvd[self.ok].sum(axis=0) / (int(self.ok.sum()) + 1)
+        final's own zero term counted in |S|. ``subset``: only these of the non-final
+        checkpoints (indices; a selection drawn from a larger set that was scored once)."""
+        keep = self.ok.copy()
+        if subset is not None:
+            keep &= np.isin(np.arange(len(keep)), np.asarray(subset, dtype=np.int64))
+        return self.tvd[keep].sum(axis=0) / (int(keep.sum()) + 1)
 
 
-def prompt_scores(stats: TokenStats) -> dict[str, np.ndarray]:
-    """Every method's per-prompt score (mean over the continuation's tokens), larger = first."""
-    tvd = stats.token_tvd().mean(axis=1)
+def prompt_scores(stats: TokenStats, subset: Sequence[int] | None = None) -> dict[str, np.ndarray]:
+    """Every method's per-prompt score (mean over the continuation's tokens), larger = first;
+    NCIP's TVD over ``subset`` of the non-final checkpoints (default: all kept)."""
+    tvd = stats.token_tvd(subset).mean(axis=1)
     margin = stats.final_stats["margin"].mean(axis=1)
     out = {"ncip": zscore(tvd) + zscore(1.0 - margin), "tvd": tvd}
     out["entropy"] = stats.final_stats["entropy"].mean(axis=1)

@@ -116,6 +116,9 @@ TEXT_EPOCHS = 20
 TEXT_K = 6
 
 
+LM_MODEL = "tiny-gpt2"  # ncip.study.lm.models
+
+
 @dataclass(frozen=True)
 class Experiment:
     """A CPU study beside the default one, run as one DVC experiment (``make NAME``): its
@@ -126,11 +129,14 @@ class Experiment:
     default_runs: int
     description: str
     settings: tuple[tuple[str, Any], ...] = ()
+    runs_key: str = "runs"  # the params key of its runs
+    target: str | None = None  # the stage it runs (with its upstream); None: the whole study
+    result: str | None = None  # its output metrics/NAME.md is made of (None: report sections)
 
     def overrides(self, runs: int | None = None) -> dict[str, Any]:
         return {
-            "subjects": list(self.subjects),
-            "runs": list(range(runs or self.default_runs)),
+            **({"subjects": list(self.subjects)} if self.subjects else {}),
+            self.runs_key: list(range(runs or self.default_runs)),
             **dict(self.settings),
         }
 
@@ -153,6 +159,17 @@ EXPERIMENTS = {
             3,
             "text classifiers on WordNet glosses and fortunes, 3 runs each",
             (("train.epochs", TEXT_EPOCHS), ("k", TEXT_K), ("retrain.runs", [])),
+        ),
+        # the language-model study (issue 38): its own stages (lm-*), none of the classifiers'
+        Experiment(
+            "lm",
+            (),
+            3,
+            "language model (GPT-2, 0.67 M), 3 fine-tuning seeds (paper Fig. 4b)",
+            (("lm.models", [LM_MODEL]),),
+            runs_key="lm.runs",
+            target="lm-evaluate",
+            result=f"metrics/lm/{LM_MODEL}.md",
         ),
     )
 }
@@ -186,4 +203,5 @@ def set_args(name: str, runs: int | None = None) -> list[str]:
     out = []
     for k, v in preset.overrides(runs).items():
         out += ["-S", f"{k}={_value(v)}"]
-    return out
+    target = getattr(preset, "target", None)
+    return out + ([target] if target else [])

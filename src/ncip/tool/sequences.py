@@ -32,20 +32,19 @@ import torch
 from ncip.core.collapse import ALPHA, K
 from ncip.core.engine import resolve_device
 from ncip.core.errors import InputError
-from ncip.core.logs import log, progress_bar
-from ncip.core.models import logits_of
+from ncip.core.lmengine import MEMORY_MB
+from ncip.core.lmengine import sequence_stats as lm_sequence_stats
+from ncip.core.logs import log
 from ncip.core.sequences import METHODS, TokenStats, bleu2, failures, prompt_scores
 from ncip.tool.compare import compare_scores
-from ncip.tool.formats import CheckpointError
 from ncip.tool.modelsource import load_model
 from ncip.tool.output import Ranking
-from ncip.tool.rank import _bad, _check_args, _checkpoints, _nonfinite_weight, _plan, head_sigma
+from ncip.tool.rank import _bad, _check_args, _checkpoints, _plan, head_sigma
 from ncip.tool.ranking import selection_record
 from ncip.tool.texts import find_tokenizer, json_rows, load_tokenizer, read_text_lines
 
 PROMPT_FIELDS = ("prompt", "text")
 NEW_TOKENS = 16  # the continuation scored (the paper's Fig. 4b setting is not stated; 16 here)
-MEMORY_MB = 1024  # the final checkpoint's distributions held at once
 NAMES = {  # method -> its name in the evaluation table
     "ncip": "NCIP",
     "margin": "Margin",
@@ -130,41 +129,75 @@ def encode_prompts(p: Prompts, tokenizer_path: Path, limit: int | None) -> list[
     return [t[-limit:] if limit else t for t in ids]
 
 
-def batches_by_length(ids: list[list[int]], batch_size: int) -> list[np.ndarray]:
-    """Index arrays of prompts of one token length, at most ``batch_size`` each."""
-    lengths = np.array([len(t) for t in ids])
-    out = []
-    for n in np.unique(lengths):
-        idx = np.flatnonzero(lengths == n)
-        out += [idx[i : i + batch_size] for i in range(0, len(idx), batch_size)]
-    return out
+@dataclass
+class Run:
+    """A language model's run made ready to score: its checkpoints, the model, the encoded
+    prompts and σ_cos of each usable checkpoint's head."""
+
+    cs: Any
+    pruned: dict | None
+    lm: Any
+    prompts: Prompts
+    ids: list[list[int]]
+    tokenizer: Path
+    limit: int | None
+    usable: list[int]
+    sigma: list[float]
+    dropped: list[str]
+    device: torch.device
 
 
-@torch.no_grad()
-def _logits(model, x: torch.Tensor) -> torch.Tensor:
-    z = logits_of(model(x))
-    if z.ndim != 3 or z.shape[:2] != x.shape:
-        raise InputError(
-            f"the model returned outputs of shape {tuple(z.shape)} for token ids "
-            f"{tuple(x.shape)}; a causal language model returns [batch, tokens, vocabulary]"
-        )
-    return z.float()
+def prepare_run(
+    checkpoints, prompts, model=None, *, references=None, tokenizer=None, new_tokens=NEW_TOKENS,
+    max_prompt_tokens=None, head=None, prefix=None, device="auto", order="auto",
+    allow_uneven=False, trust_recorded_model=False, skip_bad=False, note=log.info,
+) -> Run:  # fmt: skip
+    """Read the prompts and checkpoints, build the model and read every head's σ_cos."""
+    if isinstance(new_tokens, bool) or int(new_tokens) != new_tokens or new_tokens < 1:
+        raise InputError(f"new_tokens must be a positive integer, got {new_tokens!r}")
+    p = read_prompts(prompts, references)
+    if not p.texts:
+        raise InputError(f"{p.source} holds no prompts")
+    cs, pruned = _checkpoints(checkpoints, False, order, note, None, allow_uneven)
+    dev = resolve_device(device)
+    lm = load_model(model, cs, None, prefix, head, dev, trust_recorded_model)
+    positions = _positions(lm.model)
+    limit = max_prompt_tokens or (positions - new_tokens if positions else None)
+    if limit is not None and limit < 1:
+        raise InputError(f"{new_tokens} new tokens leave no room for a prompt in {positions}")
+    tok_path = find_tokenizer(cs.final.path, tokenizer)
+    ids = encode_prompts(p, tok_path, limit)
+    note(f"model: {lm.description}; head {lm.head_key!r} ({lm.num_classes} tokens)")
+    note(
+        f"prompts: {len(ids)} from {p.source}, tokenized with {tok_path} (up to {limit} tokens, "
+        f"the last kept); continuation: {new_tokens} greedy tokens of the final checkpoint"
+    )
+    usable, sigma, dropped = head_sigma(lm, cs, skip_bad)
+    return Run(cs, pruned, lm, p, ids, tok_path, limit, usable, sigma, dropped, dev)
 
 
-@torch.no_grad()
-def greedy(model, prompt: torch.Tensor, new_tokens: int) -> torch.Tensor:
-    """The greedy continuation ``[B, new_tokens]`` (no cache, no early stop)."""
-    x = prompt
-    for _ in range(new_tokens):
-        x = torch.cat([x, _logits(model, x)[:, -1].argmax(-1, keepdim=True)], dim=1)
-    return x[:, prompt.shape[1] :]
+def sequence_stats(
+    run: Run,
+    checkpoints: list,
+    new_tokens: int = NEW_TOKENS,
+    batch_size: int = 32,
+    memory_mb: int = MEMORY_MB,
+    skip_bad: bool = False,
+    show_progress: bool = True,
+) -> tuple[TokenStats, np.ndarray]:
+    """:func:`ncip.core.lmengine.sequence_stats` over ``checkpoints`` (the final last) of a
+    prepared run: a bad checkpoint stops the run, or is dropped with ``skip_bad``."""
+    return lm_sequence_stats(
+        run.lm.load, checkpoints, run.ids, new_tokens, run.lm.num_classes, run.device,
+        lambda ck, why, final: _bad(ck, why, final, skip_bad), batch_size, memory_mb,
+        show_progress,
+    )  # fmt: skip
 
 
-def _continuation_probs(model, prompt: torch.Tensor, cont: torch.Tensor) -> torch.Tensor:
-    """The next-token distributions at the continuation's positions, ``[B, L, V]``."""
-    x = torch.cat([prompt, cont[:, :-1]], dim=1)
-    z = _logits(model, x)[:, prompt.shape[1] - 1 :]
-    return torch.softmax(z, dim=-1)
+def decode(run: Run, cont: np.ndarray) -> list[str]:
+    """The continuations as text, decoded with the run's tokenizer."""
+    tok = load_tokenizer(run.tokenizer)
+    return tok.decode_batch([c.tolist() for c in cont], skip_special_tokens=True)
 
 
 def rank_sequences(
@@ -195,7 +228,7 @@ def rank_sequences(
     = look first. ``references`` (or a ``reference`` field in the .jsonl) add the BLEU-2 of each
     continuation and, with failure = BLEU-2 at or below ``failure`` (the prompts' median, or a
     number), NCIP against the token-level baselines. Returns a :class:`ncip.tool.output.Ranking`
-    (table: rank, sample_id, ncip, tvd, margin, every baseline's score, the continuation)."""
+    (table: rank, sample_id, ncip, tvd, every baseline's score, the continuation)."""
     t0 = time.perf_counter()
     notes: list[str] = []
 
@@ -204,89 +237,21 @@ def rank_sequences(
         log.info("%s", msg)
 
     _check_args(k, batch_size)
-    if isinstance(new_tokens, bool) or int(new_tokens) != new_tokens or new_tokens < 1:
-        raise InputError(f"new_tokens must be a positive integer, got {new_tokens!r}")
-    p = read_prompts(prompts, references)
-    if not p.texts:
-        raise InputError(f"{p.source} holds no prompts")
-    cs, pruned = _checkpoints(checkpoints, False, order, note, None, allow_uneven)
-    dev = resolve_device(device)
-    lm = load_model(model, cs, None, prefix, head, dev, trust_recorded_model)
-    positions = _positions(lm.model)
-    limit = max_prompt_tokens or (positions - new_tokens if positions else None)
-    if limit is not None and limit < 1:
-        raise InputError(f"{new_tokens} new tokens leave no room for a prompt in {positions}")
-    tok_path = find_tokenizer(cs.final.path, tokenizer)
-    ids = encode_prompts(p, tok_path, limit)
-    note(f"model: {lm.description}; head {lm.head_key!r} ({lm.num_classes} tokens)")
-    note(
-        f"prompts: {len(ids)} from {p.source}, tokenized with {tok_path} (up to {limit} tokens, "
-        f"the last kept); continuation: {new_tokens} greedy tokens of the final checkpoint"
+    run = prepare_run(
+        checkpoints, prompts, model, references=references, tokenizer=tokenizer,
+        new_tokens=new_tokens, max_prompt_tokens=max_prompt_tokens, head=head, prefix=prefix,
+        device=device, order=order, allow_uneven=allow_uneven,
+        trust_recorded_model=trust_recorded_model, skip_bad=skip_bad, note=note,
+    )  # fmt: skip
+    cs, p = run.cs, run.prompts
+    sel = _plan(run.sigma, len(run.usable), int(k), alpha, False, run.pruned, note)
+    selected = [cs[run.usable[i]] for i in sel.chosen]
+    stats, cont = sequence_stats(
+        run, selected, new_tokens, batch_size, memory_mb, skip_bad, show_progress
     )
-    usable, sigma, dropped = head_sigma(lm, cs, skip_bad)
-    sel = _plan(sigma, len(usable), int(k), alpha, False, pruned, note)
-    selected = [cs[usable[i]] for i in sel.chosen]
-    batches = batches_by_length(ids, batch_size)
-    vocab = lm.num_classes
-    stats = TokenStats(len(ids), new_tokens, len(selected) - 1)
-    cont = np.zeros((len(ids), new_tokens), dtype=np.int64)
-    per_prompt = new_tokens * vocab * 4  # float32 distributions of one prompt
-    rows_per_chunk = max(1, memory_mb * 2**20 // per_prompt)
-    chunks, size = [[]], 0
-    for b in batches:
-        if size and size + len(b) > rows_per_chunk:
-            chunks.append([])
-            size = 0
-        chunks[-1].append(b)
-        size += len(b)
-    bar = progress_bar(
-        len(batches) * (len(selected) + 1), "NCIP", enabled=show_progress, unit="batch"
-    )
-    final = selected[-1]
-    for chunk in chunks:
-        model = lm.load(final)
-        bad = _nonfinite_weight(model)
-        if bad:
-            _bad(final, f"holds NaN or infinite weights (in {bad!r})", True, False)
-        held = []
-        for b in chunk:
-            x = torch.as_tensor(np.array([ids[i] for i in b]), device=dev)
-            c = greedy(model, x, new_tokens)
-            cont[b] = c.cpu().numpy()
-            probs = _continuation_probs(model, x, c)
-            if not torch.isfinite(probs).all():
-                _bad(final, "produces NaN or infinite outputs", True, False)
-            stats.set_final(b, probs, c)
-            held.append((x, c, probs))
-            bar.update(2)
-        for j, ck in enumerate(selected[:-1]):
-            if not stats.ok[j]:  # dropped in an earlier chunk
-                bar.update(len(chunk))
-                continue
-            model = lm.load(ck)
-            bad = _nonfinite_weight(model)
-            why = f"holds NaN or infinite weights (in {bad!r})" if bad else None
-            for b, (x, c, fprobs) in zip(chunk, held, strict=True):
-                if why is None:
-                    probs = _continuation_probs(model, x, c)
-                    if not torch.isfinite(probs).all():
-                        why = "produces NaN or infinite outputs"
-                    else:
-                        stats.add(j, b, probs, fprobs)
-                bar.update(1)
-            if why:
-                _bad(ck, why, False, skip_bad)  # raises unless skip_bad
-                stats.drop(j)
-    bar.close()
-    used = [ck for j, ck in enumerate(selected[:-1]) if stats.ok[j]] + [final]
-    if len(used) < 2:
-        raise CheckpointError(
-            "fewer than 2 selected checkpoints gave finite outputs: NCIP would reduce to the "
-            "final model's margin"
-        )
+    used = [ck for j, ck in enumerate(selected[:-1]) if stats.ok[j]] + [selected[-1]]
     scores = prompt_scores(stats)
-    tok = load_tokenizer(tok_path)
-    texts = tok.decode_batch([c.tolist() for c in cont], skip_special_tokens=True)
+    texts = decode(run, cont)
     table, ranked = _table(scores, p.ids, texts, seed)
     evaluation = None
     if p.references is not None:
@@ -305,24 +270,24 @@ def rank_sequences(
             f"{int(fail.sum())} of {len(fail)} prompts"
         )
     record = selection_record(
-        [cs[i].describe() for i in usable],
+        [cs[i].describe() for i in run.usable],
         sel,
         order=cs.order,
-        final=str(final.path),
-        head=lm.head_key,
-        model=lm.description,
+        final=str(selected[-1].path),
+        head=run.lm.head_key,
+        model=run.lm.description,
         used=[str(c.path) for c in used],
-        dropped=dropped,
+        dropped=run.dropped + [c.name for c in selected if c not in used],
         skipped=[{"file": f, "reason": r} for f, r in cs.skipped],
-        tokenizer=str(tok_path),
+        tokenizer=str(run.tokenizer),
         new_tokens=int(new_tokens),
-        prompt_tokens_max=limit,
+        prompt_tokens_max=run.limit,
         aggregate="mean over the continuation's tokens",
         failure=None if p.references is None else failure,
     )
     record["seconds"] = seconds = time.perf_counter() - t0
     notes.append(
-        f"ranked {len(ids)} prompts with {len(used)} checkpoints (selected from "
+        f"ranked {len(run.ids)} prompts with {len(used)} checkpoints (selected from "
         f"{len(sel.pool)} in the pool of {len(cs)}) in {seconds:.1f} s"
     )
     return Ranking(table, record, evaluation, notes, ranked, None)
