@@ -845,7 +845,20 @@ PARAM_CASES = [
     ("runs: [0, 0]", "runs lists 0 more than once"),
     ("subjects: [fmnist-lenet1, fmnist-lenet1]", "subjects lists fmnist-lenet1 more than once"),
     ("k: 1", "k must be an integer of at least 2"),
+    # issue 39: values check-params called valid that a later step refuses
+    (f"seed: {2**70}", "seed must be an integer from 0 to 4294966"),
+    ("subjects: [../evil]", "subjects must be a non-empty list of subject names"),
+    ("alpha: 0.01", "with train.epochs 60, alpha 0.01 leaves 1 of 60 checkpoints"),
+    ("data: {val_fraction: 0}", "data.val_fraction must be a number between 0 and 1"),
+    ("data: {val_fraction: 2.5}", "data.val_fraction must be a number between 0 and 1"),
+    ("external: {x: {checkpoints: /etc, data: /etc}}", "external.x.checkpoints is /etc, a system"),
+    ("external: {x: {checkpoints: nowhere, data: nowhere}}", "external.x.checkpoints nowhere is"),
 ]
+
+
+def duplicated_key(t, b):
+    (t / "params.yaml").write_text((ROOT / "params.yaml").read_text() + "k: 10\n")
+    return "check-params", [t / "params.yaml"], []
 
 
 CASES = [
@@ -931,6 +944,7 @@ CASES = [
     Case("subjects: null", subjects_null, "lists no subjects"),
     Case("attacks: '' in params.yaml", attacks_empty_in_params, "attack.attacks: no attacks given"),
     Case("k = 0", bad_k, "k must be an integer of at least 2"),
+    Case("a key given twice in params.yaml", duplicated_key, "'k' is given twice (line 2 too)"),
     Case("an unknown baseline", unknown_method, "unknown method 'magic'"),
     Case("an unknown model in a subject", unknown_subject, "unknown model 'lenet9'"),
     Case("--out is the --labels file", out_is_labels, "is one of this run's inputs"),

@@ -14,7 +14,8 @@ from safetensors.torch import save_file
 
 from ncip.core.checkpoints import CheckpointMeta
 from ncip.tool.formats import CheckpointError, discover
-from ncip.tool.inputs import InputError, Inputs, check_inputs, load_inputs, plan_preprocess, probe
+from ncip.tool.inputs import InputError, Inputs, check_inputs, load_inputs
+from ncip.tool.preprocess import plan_preprocess, probe
 from ncip.tool.tensors import find_prefix, read_tensors
 from ncip.tool.unpickle import torch_load
 
@@ -416,3 +417,22 @@ def test_memory_does_not_grow_with_k(tmp_path):
     knc = k * n * classes * 8 / 1024  # KiB of float64 probabilities for all K checkpoints
     assert row["k"] == k
     assert row["growth_kib"] < 0.3 * knc, row
+
+
+def test_no_output_is_written_inside_a_folder_of_inputs(tmp_path):
+    """--preview (or --out) inside the --inputs image folder could overwrite an input image and
+    would be read as an input next time: refused before any work (issue 39)."""
+    from ncip.tool.output import check_output_path
+
+    imgs = tmp_path / "imgs" / "cat"
+    imgs.mkdir(parents=True)
+    (imgs / "0.png").write_bytes(b"an input")
+    for out, preview in [
+        (tmp_path / "r.csv", imgs / "0.png"),
+        (tmp_path / "r.csv", tmp_path / "imgs" / "top.png"),
+        (tmp_path / "imgs" / "r.csv", None),
+    ]:
+        with pytest.raises(InputError, match="a folder of this run's inputs"):
+            check_output_path(out, preview, [tmp_path / "imgs"])
+    check_output_path(tmp_path / "r.csv", tmp_path / "top.png", [tmp_path / "imgs"])
+    assert (imgs / "0.png").read_bytes() == b"an input"

@@ -684,7 +684,7 @@ def test_outputs_follow_the_umask_and_stale_temps_go(tutorial, tmp_path):
 def test_truncated_hugging_face_files_are_named(tmp_path):
     from safetensors.torch import save_file
 
-    from ncip.tool.modelsource import _hf_factory
+    from ncip.tool.hfmodels import hf_factory
     from ncip.tool.tensors import read_tensors
 
     d = tmp_path / "checkpoint-10"
@@ -696,7 +696,7 @@ def test_truncated_hugging_face_files_are_named(tmp_path):
         read_tensors(cs.final, ["w"])
     (d / "config.json").write_text('{"architectures": ["Bert')
     with pytest.raises(CheckpointError, match="config.json is not valid JSON"):
-        _hf_factory(d / "config.json")
+        hf_factory(d / "config.json")
 
 
 def test_an_interrupted_rank_says_so_and_writes_nothing(tutorial, tmp_path, monkeypatch):
@@ -742,3 +742,25 @@ def test_import_external_refuses_a_model_with_arguments(tmp_path):
     plain = replace(spec, model=f"{tmp_path / 'wide.py'}:MLP")
     hist = import_external(plain, info, splits, out, "digits-wide", 0)
     assert len(hist) == 6 and (out / "history.csv").is_file()
+
+
+@pytest.mark.parametrize("where", ["itself", "above", "inside"])
+def test_import_external_never_writes_over_its_own_checkpoints(tmp_path, where):
+    """The import replaces its output folder as a whole: an output that is, holds or lies
+    inside the checkpoints it reads is refused and every checkpoint stays (issue 39)."""
+    from dataclasses import replace
+
+    from ncip.study.data import prepare_dataset
+    from ncip.study.external import ExternalError, ExternalSpec
+    from ncip.study.importing import import_external
+
+    _writer_folder(tmp_path)
+    (tmp_path / "wide.py").write_text(WIDE_SOURCE)
+    info, splits = prepare_dataset("digits")
+    ck = tmp_path / "ck"
+    before = {p.name: p.read_bytes() for p in ck.iterdir()}
+    out = {"itself": ck, "above": tmp_path, "inside": ck / "imported"}[where]
+    spec = ExternalSpec("digits-wide", ck, tmp_path, model=f"{tmp_path / 'wide.py'}:MLP")
+    with pytest.raises(ExternalError, match="and would replace them; keep the checkpoints"):
+        import_external(replace(spec), info, splits, out, "digits-wide", 0)
+    assert {p.name: p.read_bytes() for p in ck.iterdir()} == before

@@ -220,6 +220,65 @@ def test_prune_keeps_exactly_the_selection_and_the_ranking(env, tmp_path):
     assert r.exit_code == 2 and "pruned already" in r.output
 
 
+def test_prune_keeps_to_the_k_it_started_with_and_to_its_folder(env, tmp_path):
+    """A prune killed part-way is finished with its own K only; another K, or checkpoints added
+    after the prune (a stale record), are refused before anything is deleted (issue 39)."""
+    from ncip.tool.prune import RECORD, apply_prune, plan_prune
+
+    ck = tmp_path / "ck"
+    plain_run(env, ck, epochs=10)
+    p = plan_prune(ck, k=4)
+    first = p.delete[0]
+    p.delete = p.delete[:1]  # killed after the first deletion
+    apply_prune(p)
+    assert not first.path.exists() and (ck / RECORD).is_file()
+    count = len(list(ck.glob("*.safetensors")))
+    r = runner.invoke(app, ["prune", str(ck), "--yes"])  # the default K = 30, not 4
+    assert r.exit_code == 2 and "pass --k 4 --alpha 0.9" in " ".join(r.output.split())
+    assert len(list(ck.glob("*.safetensors"))) == count
+    extra = ck / "epoch-011.safetensors"  # training went on after the prune
+    _another_epoch(ck / "epoch-010.safetensors", extra, 11)
+    r = runner.invoke(app, ["prune", str(ck), "--k", 4, "--yes"])
+    assert r.exit_code == 2 and "the record is stale" in " ".join(r.output.split())
+    assert len(list(ck.glob("*.safetensors"))) == count + 1
+    extra.unlink()
+    r = runner.invoke(app, ["prune", str(ck), "--k", 4, "--yes"])
+    assert r.exit_code == 0, r.output
+    assert len(list(ck.glob("*.safetensors"))) == 4
+
+
+def _another_epoch(src, dst, epoch, change=None):
+    """A writer checkpoint like ``src`` recording ``epoch``, its tensors changed by ``change``."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    with safe_open(str(src), "pt") as f:
+        meta = json.loads(f.metadata()["ncip"])
+    tensors = load_file(src)
+    for v in tensors.values():
+        v += 0.01
+    if change:
+        change(tensors)
+    save_file(tensors, dst, metadata={"ncip": json.dumps({**meta, "epoch": epoch})})
+
+
+def test_prune_refuses_to_keep_a_checkpoint_with_nan_weights(env, tmp_path):
+    ck = tmp_path / "ck"
+    plain_run(env, ck, epochs=8)
+    final = ck / "epoch-008.safetensors"
+    body = "body.0.weight"
+
+    def nan(tensors):  # a body weight: the head (and sigma_cos) look fine
+        assert body in tensors
+        tensors[body][0] = float("nan")
+
+    _another_epoch(ck / "epoch-008.safetensors", final, 8, nan)
+    r = runner.invoke(app, ["prune", str(ck), "--k", 3, "--yes"])
+    assert r.exit_code == 2, r.output
+    assert f"holds NaN or infinite values in {body!r}" in " ".join(r.output.split())
+    assert len(list(ck.glob("*.safetensors"))) == 8
+
+
 def test_prune_refuses_histories_chosen_by_a_metric(env, tmp_path):
     plain_run(env, tmp_path / "ck", epochs=10)
     for e in (2, 3, 5, 6, 7):  # what a top-k-by-metric saver leaves: an uneven history
@@ -277,3 +336,25 @@ def test_prune_refuses_lightning_top_k_checkpoints(env, tmp_path):
     r = rank(tmp_path / "ck", env, out, "--model", "writer_net:Net", "--k", 2, "--allow-uneven")
     assert "--allow-uneven: " in r.output and "the pool is the last alpha of these 3" in r.output
     shutil.rmtree(tmp_path / "ck")
+
+
+def test_two_writer_runs_in_one_folder_are_refused(env, tmp_path):
+    """Checkpoints of another training run copied in (their run ids differ) would make its
+    epochs part of this history, its last one the final model: refused, naming them."""
+    import shutil
+
+    plain_run(env, tmp_path / "a", epochs=5)
+    plain_run(env, tmp_path / "b", epochs=8)
+    for e in (6, 7, 8):
+        name = f"epoch-{e:03d}.safetensors"
+        shutil.copy(tmp_path / "b" / name, tmp_path / "a" / name)
+    r = runner.invoke(
+        app,
+        ["rank", str(tmp_path / "a"), "--inputs", str(env["dir"] / "test.npz"), "--out",
+         str(tmp_path / "r.csv"), "--k", "3", "--model", "writer_net:Net", "--quiet"],
+    )  # fmt: skip
+    assert r.exit_code == 2, r.output
+    said = " ".join(r.output.split())
+    assert "mixes checkpoints of different training runs (5 record run_id" in said
+    assert "3 record run_id" in said and "(epoch-006.safetensors ... epoch-008" in said
+    assert not (tmp_path / "r.csv").exists()

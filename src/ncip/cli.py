@@ -281,6 +281,14 @@ Failure = Annotated[
         "'median' (of the prompts) or a number in [0, 1]"
     ),
 ]
+Outputs = Annotated[
+    str,
+    typer.Option(
+        help="what the model returns: auto (decided from its outputs on the first inputs and "
+        "printed: rows in [0, 1] summing to 1, or one column in [0, 1], are probabilities), "
+        "logits, or probs (a softmax or sigmoid at its end: not softmaxed again)"
+    ),
+]
 Tokenizer = Annotated[
     Path | None,
     typer.Option(
@@ -399,6 +407,7 @@ def rank(
     order: Order = "auto",
     trust_recorded_model: TrustRecordedModel = False,
     allow_uneven: AllowUneven = False,
+    outputs: Outputs = "auto",
 ) -> None:
     """Rank unlabelled inputs, most likely misclassified first, from a model's own checkpoints."""
     from ncip.tool.output import check_output_path
@@ -471,6 +480,7 @@ def rank(
             tokenizer=tokenizer,
             max_length=max_length,
             allow_uneven=allow_uneven,
+            outputs=outputs,
         )
     images = _preview_images(result) if preview is not None else None
     _report(result, out, preview, images, result.inputs.class_names)

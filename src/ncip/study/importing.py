@@ -50,6 +50,7 @@ def import_external(
     """Write the run's checkpoints in the study's format into ``out_dir`` (atomically, as a
     whole); return the history (epoch = position in training order, accuracies, σ_cos)."""
     folder = run_folder(spec, run)
+    _check_apart(spec, folder, out_dir)
     sources = file_hashes(folder)
     cs = discover(folder)
     check_consistent(cs)
@@ -132,6 +133,19 @@ def _metadata(
 
 def _accuracy(model: nn.Module, split: Split, source: str) -> float:
     return float((batched_outputs(model, split.x, source=source).argmax(1) == split.y).mean())
+
+
+def _check_apart(spec: ExternalSpec, source: Path, out_dir: Path) -> None:
+    """The imported folder replaces itself as a whole: it must not be, hold or lie inside the
+    checkpoints it imports (that would delete the user's own files)."""
+    a, b = Path(source).resolve(), Path(out_dir).resolve()
+    if a == b or a in b.parents or b in a.parents:
+        raise ExternalError(
+            f"external subject {spec.name}: the import writes {out_dir}, which "
+            f"{'is' if a == b else 'holds' if b in a.parents else 'lies inside'} its checkpoints "
+            f"{source}, and would replace them; keep the checkpoints outside {out_dir} (set "
+            "`checkpoints` to their own folder)"
+        )
 
 
 def import_subject(spec: ExternalSpec, runs: list[int], device: str = "auto") -> list[Path]:

@@ -218,3 +218,9 @@ def paper_column(dataset: str, model: str) -> tuple[str, str] | None:
     """The paper's column for a subject, or None; a stand-in maps to its paper dataset's."""
     key = (STAND_INS.get(dataset, (dataset,))[0], model)
     return key if key in COLUMNS else None
+
+
+# Fig. 4(b) and the Discussion: RAUC-ALL of NCIP on WikiText prompts of fine-tuned causal LMs,
+# from their fine-tuning checkpoints only, "low BLEU-2 outputs" counted as failures (the
+# threshold, the failure rate, K and the continuation length are not stated). (NCIP, best).
+LM_FIG4B = {"GPT-2": (0.587, 0.596), "OPT-125m": (0.706, 0.706)}

@@ -9,6 +9,7 @@ not exist, negative sizes. Only the CLI imports it, so no stage of the study dep
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,8 +32,20 @@ def _device(v: Any) -> bool:
 
 
 # (group or None for the top level, key) -> (test, what it must be)
+SEED_LIMIT = 2**32 // 1000  # every run seed (seed * 1000 + run) fits in 32 bits
+SUBJECT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # a folder name under data/, models/
+SYSTEM_FOLDERS = ("/", "/bin", "/boot", "/dev", "/etc", "/lib", "/proc", "/root", "/run",
+                  "/sbin", "/sys", "/usr", "/var", "/home")  # fmt: skip
+
 RULES: dict[tuple[str | None, str], tuple[Callable[[Any], bool], str]] = {
-    (None, "seed"): (_int, "an integer"),
+    (None, "seed"): (
+        lambda v: _int(v) and 0 <= v < SEED_LIMIT,
+        f"an integer from 0 to {SEED_LIMIT - 1} (run seeds, seed * 1000 + run, are 32-bit)",
+    ),
+    ("data", "val_fraction"): (
+        lambda v: _number(v) and 0 < v < 1,
+        "a number between 0 and 1 (the share of training data held out)",
+    ),
     # with one checkpoint NCIP's TVD is 0 and it reduces to the margin
     (None, "k"): (
         lambda v: _int(v) and v >= 2,
@@ -87,6 +100,66 @@ def _tsne_runs(cfg: dict, where: str) -> None:
         raise InputError(f"{where}: analysis.tsne_runs {tsne} are not all among runs {runs}")
 
 
+def _pool(cfg: dict, where: str) -> None:
+    """k and alpha must leave NCIP two checkpoints to compare after train.epochs epochs."""
+    from ncip.core.collapse import checked_pool
+
+    train = cfg.get("train")
+    epochs = train.get("epochs") if isinstance(train, dict) else None
+    k, alpha = cfg.get("k"), cfg.get("alpha")
+    if _int(epochs) and epochs >= 1 and _int(k) and k >= 2 and _number(alpha):
+        try:
+            checked_pool(epochs, k, alpha)
+        except InputError as e:
+            raise InputError(f"{where}: with train.epochs {epochs}, {e}") from None
+
+
+def _external_folders(cfg: dict, where: str) -> None:
+    """An external subject's folders must exist, and its data folder (which `ncip
+    import-external` writes into) must not be a system folder."""
+    external = cfg.get("external")
+    if not isinstance(external, dict):
+        return
+    for name, spec in external.items():
+        if not isinstance(spec, dict):
+            continue  # check_params says so
+        for key in ("checkpoints", "data"):
+            value = spec.get(key)
+            if not isinstance(value, str):
+                continue
+            folder = Path(value).expanduser()
+            if str(folder.resolve()) in SYSTEM_FOLDERS or folder.resolve() == Path.home():
+                raise InputError(
+                    f"{where}: external.{name}.{key} is {value}, a system folder; "
+                    "`ncip import-external` writes into the data folder: give the subject's own"
+                )
+            if not folder.is_dir():
+                raise InputError(
+                    f'{where}: external.{name}.{key} {value} is not a folder (README "Study a '
+                    'model trained elsewhere")'
+                )
+
+
+class _UniqueKeys(yaml.SafeLoader):
+    """A YAML loader that refuses a key given twice in one mapping (PyYAML keeps the last)."""
+
+
+def _no_duplicates(loader: _UniqueKeys, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise InputError(
+                f"line {key_node.start_mark.line + 1}: {key!r} is given twice (line "
+                f"{seen[key] + 1} too); YAML would keep the last silently: keep one"
+            )
+        seen[key] = key_node.start_mark.line
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeys.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
+
+
 def check_shape(path: Path | str) -> None:
     """Refuse, naming the key, a params file of the wrong shape or types (see the module
     docstring); the values are checked next by ``subjects.check_params``."""
@@ -95,16 +168,26 @@ def check_shape(path: Path | str) -> None:
     if not p.is_file():
         return  # check_params says so
     try:
-        cfg = yaml.safe_load(p.read_text())
+        cfg = yaml.load(p.read_text(), Loader=_UniqueKeys)  # noqa: S506  (a SafeLoader)
     except yaml.YAMLError:
         return  # check_params says so, with the line
+    except InputError as e:
+        raise InputError(f"{where}, {e}") from None
     if not isinstance(cfg, dict):
         raise InputError(
             f"{where} holds a {type(cfg).__name__}, not a mapping of parameters (k: 30, ...)"
         )
     _unique_list(cfg, "runs", lambda x: _int(x) and x >= 0, "run indices >= 0", where)
-    _unique_list(cfg, "subjects", lambda x: isinstance(x, str), "subject names", where)
+    _unique_list(
+        cfg,
+        "subjects",
+        lambda x: isinstance(x, str) and SUBJECT_NAME.fullmatch(x) and ".." not in x,
+        "subject names (letters, digits, '-', '_', '.'; they name folders)",
+        where,
+    )
     _tsne_runs(cfg, where)
+    _pool(cfg, where)
+    _external_folders(cfg, where)
     for (group, key), (test, what) in RULES.items():
         part = cfg if group is None else cfg.get(group)
         if not isinstance(part, dict) or key not in part:

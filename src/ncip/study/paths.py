@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # Files a fresh clone holds in git that the pipeline reads (the report's sections written by
-# `make sweep`, `make extended`, `make text`, and data/external's placeholder): a copy of the
-# project that runs `dvc repro` needs them (tests, scripts/gpu_check.py). dvc.yaml lists them
-# as deps; tests/test_dvc_deps.py checks the two agree.
+# `make sweep`, `make extended`, `make text`, `make lm`, and data/external's placeholder): a
+# copy of the project that runs `dvc repro` needs them (tests, scripts/gpu_check.py). dvc.yaml
+# lists them as deps; tests/test_dvc_deps.py checks the two agree.
 TRACKED_INPUTS = (
     "metrics/sensitivity.md",
     "metrics/extended.md",
     "metrics/text.md",
+    "metrics/lm.md",
     "data/external/README.md",
 )
 

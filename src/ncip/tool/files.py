@@ -4,6 +4,7 @@ writers of the core make private temporary files), and no stale temporary files 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -23,8 +24,11 @@ def follow_umask(paths: Iterable[Path]) -> None:
 
 
 def clean_stale_temps(path: Path) -> None:
-    """Temporary files (``.name.XXXX.tmp``) of a write that was killed before its rename."""
+    """Temporary files of a write that was killed before its rename: exactly the names
+    ``tempfile.mkstemp`` gives ncip's atomic writers (``.name.`` + 8 of [a-z0-9_] + ``.tmp``),
+    so a user's own ``.name.mine.tmp`` is left alone."""
     path = Path(path)
+    ours = re.compile(rf"\.{re.escape(path.name)}\.[a-z0-9_]{{8}}\.tmp")
     for stale in path.parent.glob(f".{path.name}.*.tmp"):
-        if stale.is_file():
+        if ours.fullmatch(stale.name) and stale.is_file():
             stale.unlink(missing_ok=True)

@@ -276,6 +276,14 @@ def discover(
             found.append(ck)
     if not found:
         raise CheckpointError(f"{label} holds no model checkpoints: {_why_none(skipped)}")
+    if ema:  # EMA weights live under a dict key of a pickled checkpoint; nowhere else
+        plain = [c for c in found if c.container_key is None]
+        if plain:
+            raise CheckpointError(
+                f"--ema: {plain[0].name} ({plain[0].fmt}) holds one set of weights, no EMA "
+                "copy beside them; drop --ema (if these are the EMA weights, they are ranked "
+                "as they are)"
+            )
     formats = {c.fmt for c in found}
     if len(formats & {"ncip", "hf"}) == 1 and len(formats) > 1:
         raise CheckpointError(
@@ -390,7 +398,27 @@ def _drop_copies(found: list[Checkpoint]) -> tuple[list[Checkpoint], list[tuple[
     return kept, listed
 
 
+RUN_META = ("run_id", "factory", "hf_architecture")  # one training run records one of each
+
+
 def check_consistent(cs: CheckpointSet) -> None:
     """Refuse a folder whose ncip checkpoints disagree on what model and data they belong to
-    (e.g. a checkpoint of another subject dropped in, which would become the 'final' one)."""
-    check_metas([(c.path, c.meta) for c in cs if c.meta is not None])
+    (e.g. a checkpoint of another subject dropped in, which would become the 'final' one), or
+    on the training run and model class they record (two writers' runs in one folder)."""
+    items = [(c.path, c.meta) for c in cs if c.meta is not None]
+    check_metas(items)
+    for key in RUN_META:
+        values = {p: getattr(m, key) for p, m in items if getattr(m, key) is not None}
+        if len(set(values.values())) < 2:
+            continue
+        groups: dict[Any, list[str]] = {}
+        for p, v in values.items():
+            groups.setdefault(v, []).append(Path(p).name)
+        said = "; ".join(
+            f"{len(n)} record {key} {v!r} ({n[0]}{' ... ' + n[-1] if len(n) > 1 else ''})"
+            for v, n in groups.items()
+        )
+        raise CheckpointError(
+            f"{cs.final.path.parent}: the folder mixes checkpoints of different training runs "
+            f"({said}); keep one run's checkpoints in it"
+        )

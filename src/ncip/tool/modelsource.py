@@ -19,11 +19,10 @@ or the module named with ``head``.
 
 from __future__ import annotations
 
-import json
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -39,6 +38,7 @@ from ncip.core.factory import (
     import_named,
 )
 from ncip.tool.formats import Checkpoint, CheckpointError, CheckpointSet
+from ncip.tool.hfmodels import hf_factory, hf_pretrained
 from ncip.tool.tensors import find_prefix, read_tensors, tensor_keys, tensor_shapes
 
 MAX_CLASS_GUESSES = 8
@@ -84,7 +84,7 @@ class LoadedModel:
     def load(self, ck: Checkpoint) -> nn.Module:
         """Load a checkpoint's weights into the model (in place) and return it."""
         if self.hf:
-            src = _hf_pretrained(type(self.model), ck)
+            src = hf_pretrained(type(self.model), ck)
             self.model.load_state_dict(src.state_dict())
         else:
             load_weights_into(self.model, ck, self.prefix, self.keys)
@@ -111,17 +111,6 @@ class LoadedModel:
             f"cannot find the head {key!r} among {final.path}'s tensors; "
             "name the head layer with --head"
         )
-
-
-def _hf_pretrained(cls, ck: Checkpoint) -> nn.Module:
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    try:
-        return cls.from_pretrained(str(ck.path), local_files_only=True)
-    except Exception as e:  # noqa: BLE001  (transformers raises many types for bad folders)
-        first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
-        raise CheckpointError(f"{ck.path} could not be loaded by transformers: {first}") from None
 
 
 def _runs_no_code(recorded: str) -> bool:
@@ -172,7 +161,7 @@ def resolve_factory(
         if meta.factory:
             return _recorded_factory(meta, cs, trust_recorded)
         if final.fmt == "hf" and (final.path / "config.json").is_file():
-            return _hf_factory(final.path / "config.json")
+            return hf_factory(final.path / "config.json")
         raise ModelSourceError(
             f"the checkpoints ({final.fmt} format) do not say which model they hold; name it "
             "with --model package.module:function, torchvision:NAME or one of ncip's models "
@@ -196,13 +185,37 @@ def _user_factory(spec: str, description: str, final: Checkpoint | None = None) 
     name, args, kwargs = split_call(spec)
     fn = _import_user(name)
     if not args and not kwargs and final is not None:
-        kwargs = _recorded_hyperparameters(final, fn)
+        recorded = _recorded_hyperparameters(final, fn)
+        kwargs = {k: v for k, v in recorded.items() if _plain_value(v)}
         if kwargs:
             shown = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
             description += f" with the checkpoint's hyper_parameters ({shown})"
+        held = [k for k in recorded if k not in kwargs]
+        if held:
+            description += (
+                f"; not passed, as they are not plain numbers or names: "
+                f"{', '.join(f'{k}={recorded[k]!r:.60}' for k in held)} (give them in --model "
+                f"{name}(...) to use them)"
+            )
     if args or kwargs:
         fn = functools.wraps(fn)(functools.partial(fn, *args, **kwargs))
     return callable_factory(fn, description)
+
+
+_FILE_LIKE = re.compile(r"[/\\~]|\.(pt|pth|ckpt|bin|safetensors|pkl|pickle|py|json|ya?ml|npz?)$")
+
+
+def _plain_value(v: Any) -> bool:
+    """A hyper-parameter value passed to the user's class unasked: numbers, booleans, None,
+    strings that name no file (no path separator, no file suffix), and lists of those. A path
+    shipped in a checkpoint folder is data, and would reach the user's code unseen."""
+    if v is None or isinstance(v, bool | int | float):
+        return True
+    if isinstance(v, str):
+        return len(v) <= 200 and not _FILE_LIKE.search(v)
+    if isinstance(v, list | tuple):
+        return len(v) <= 64 and all(_plain_value(x) and not isinstance(x, list | tuple) for x in v)
+    return False
 
 
 def _recorded_hyperparameters(final: Checkpoint, fn: Callable) -> dict[str, Any]:
@@ -331,59 +344,6 @@ def _torchvision_factory(name: str) -> Factory:
     return Factory(build, True, f"torchvision {name} (no weights)")
 
 
-def _hf_factory(config_path: Path) -> Factory:
-    try:
-        import transformers
-    except ImportError:
-        raise ModelSourceError(
-            f"{config_path.parent} is a Hugging Face checkpoint: install transformers to "
-            "rebuild its model, or name the model with --model"
-        ) from None
-    try:
-        cfg = json.loads(config_path.read_text())
-    except ValueError as e:
-        raise CheckpointError(
-            f"{config_path} is not valid JSON ({e}); restore it from the training run"
-        ) from None
-    if not isinstance(cfg, dict):
-        raise CheckpointError(f"{config_path} holds no model config (a JSON object)")
-    arch = (cfg.get("architectures") or [None])[0]
-    if arch is None or not hasattr(transformers, arch):
-        raise ModelSourceError(
-            f"{config_path} names no transformers architecture "
-            f"({arch!r}); name the model with --model"
-        )
-    config = transformers.AutoConfig.from_pretrained(str(config_path.parent))
-    cls = getattr(transformers, arch)
-    return Factory(lambda _c: cls(config), False, f"transformers {arch} from config.json")
-
-
-def first_layer(model: nn.Module) -> nn.Module | None:
-    """The first module (in registration order) with weights of its own: where inputs enter."""
-    for m in model.modules():
-        if isinstance(m, nn.Conv1d | nn.Conv2d | nn.Conv3d | nn.Linear | nn.Embedding):
-            return m
-    return None
-
-
-def expected_input(model: nn.Module, meta: CheckpointMeta | None = None) -> str:
-    """In words, what inputs a model takes (for error messages)."""
-    if meta and meta.input_shape:
-        shape = meta.input_shape
-        kind = "token ids" if len(shape) == 1 else "images in [0, 1]"
-        return f"{kind} of shape {list(shape)}"
-    m = first_layer(model)
-    if isinstance(m, nn.Embedding):
-        return f"integer token ids [L] (its first layer is Embedding({m.num_embeddings}, ...))"
-    if isinstance(m, nn.Conv2d):
-        return f"images [{m.in_channels}, H, W] (its first layer is Conv2d({m.in_channels}, ...))"
-    if isinstance(m, nn.Conv1d):
-        return f"sequences [{m.in_channels}, L] (its first layer is Conv1d({m.in_channels}, ...))"
-    if isinstance(m, nn.Linear):
-        return f"vectors [{m.in_features}] (its first layer is Linear({m.in_features}, ...))"
-    return "inputs of the shape it was trained on"
-
-
 def find_head(model: nn.Module, num_classes: int | None = None, given: str | None = None) -> str:
     """The head module's name: ``given``, else the last nn.Linear with ``num_classes`` outputs."""
     state = model.state_dict()
@@ -456,7 +416,7 @@ def load_model(
         model, num_classes = _guess_classes(factory, file_shapes, prefix)
     if model is None:
         try:
-            model = factory.build(num_classes)
+            model = _build(factory, num_classes)
         except ModelSourceError:
             raise
         except Exception as e:  # noqa: BLE001  (user code: report it in one line)
@@ -492,6 +452,18 @@ def _arguments_hint(factory: Factory, error: Exception | str) -> str:
     return f"; give its arguments as Python literals after it: --model '{spec}({call})'{passed}"
 
 
+def _build(factory: Factory, num_classes: int | None) -> nn.Module:
+    """Call the factory; one that exits (``sys.exit``, ``exit()``) is an error, not the end of
+    ncip with exit code 0 and nothing written."""
+    try:
+        return factory.build(num_classes)
+    except SystemExit as e:
+        raise ModelSourceError(
+            f"{factory.description} called sys.exit({e.code!r}) while building the model; "
+            "nothing was ranked: it must return the model"
+        ) from None
+
+
 def _guess_classes(factory: Factory, file_shapes: dict[str, tuple], prefix: str | None):
     """(model, num_classes) for a factory that needs the class count, inferred from the file."""
     sizes: list[int] = []
@@ -502,7 +474,7 @@ def _guess_classes(factory: Factory, file_shapes: dict[str, tuple], prefix: str 
     errors: list[str] = []
     for c in sizes[:MAX_CLASS_GUESSES]:
         try:
-            model = factory.build(c)
+            model = _build(factory, c)
         except Exception as e:  # noqa: BLE001  (a wrong guess may not even build)
             first = str(e).strip().splitlines()[0][:160] if str(e).strip() else ""
             errors.append(f"{type(e).__name__}" + (f": {first}" if first else ""))

@@ -53,7 +53,18 @@ def list_order(found: list[Checkpoint], label: str) -> tuple[list[Checkpoint], s
 
 
 def _recorded_order(found: list[Checkpoint]) -> tuple[list[Checkpoint], str] | None:
-    """The order of the step, else the epoch, that every file records (distinct values)."""
+    """The order of the step, else the epoch, that every file records (distinct values). Two
+    files recording the same step hold different weights (copies were set aside before): a
+    re-save such as Lightning's ``-v1``, or two runs; refused, not ordered by name."""
+    steps = [c.step for c in found]
+    if all(v is not None for v in steps) and len(set(steps)) < len(steps):
+        dup = next(v for v in steps if steps.count(v) > 1)
+        same = [c.name for c in found if c.step == dup]
+        raise CheckpointError(
+            f"{' and '.join(same[:3])} record the same step {dup} with different weights (a "
+            "re-save, such as Lightning's -v1 files, or checkpoints of two runs): ncip cannot "
+            "tell which is the training history; keep one of them"
+        )
     for attr, words in (("step", "the step"), ("epoch", "the epoch")):
         values = [getattr(c, attr) for c in found]
         if all(v is not None for v in values) and len(set(values)) == len(values):

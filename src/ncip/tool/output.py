@@ -70,12 +70,19 @@ class Ranking:
             files[Path(preview)] = lambda p: preview_grid(self.table, images, p, class_names)
         from ncip.tool.files import clean_stale_temps, follow_umask
 
-        for p in files:
+        # the table goes in place last, after its old version and any sidecar of the old run
+        # that this one does not write are gone: an interruption between the renames leaves
+        # no table (visibly unfinished), never a new table beside an old run's sidecars
+        order = [p for p in files if p != out] + [out]
+        stale = [p for p in output_paths(out, None) if p not in files]
+        for p in order:
             clean_stale_temps(p)
-        with atomic_group(list(files)) as tmps:
-            for (_, write), tmp in zip(files.items(), tmps, strict=True):
-                write(tmp)
+        with atomic_group(order) as tmps:
+            for p, tmp in zip(order, tmps, strict=True):
+                files[p](tmp)
             follow_umask(tmps)  # temporary files are private; the outputs follow the umask
+            for p in [out, *stale]:
+                p.unlink(missing_ok=True)
         return list(files)
 
 
@@ -91,8 +98,8 @@ def output_paths(out: Path, preview: Path | None = None, labels: bool = True) ->
 
 def check_output_path(out: Path, preview: Path | None = None, inputs: Sequence = ()) -> None:
     """Refuse outputs before any work: a wrong suffix; an output (table, sidecar or preview)
-    that is a folder, one of the run's own inputs (``inputs``: inputs, labels, ids files), or
-    in a place that cannot be written."""
+    that is a folder, one of the run's own inputs (``inputs``: inputs, labels, ids files) or
+    inside a folder of them (images), or in a place that cannot be written."""
     import os
 
     if out.suffix.lower() not in OUTPUT_SUFFIXES:
@@ -100,7 +107,14 @@ def check_output_path(out: Path, preview: Path | None = None, inputs: Sequence =
     if preview is not None and Path(preview).suffix.lower() != ".png":
         raise InputError(f"--preview {preview}: end it in .png")
     own = {Path(p).resolve(): str(p) for p in inputs if p is not None}
+    folders = {r: s for r, s in own.items() if r.is_dir()}
     for p in output_paths(out, preview):
+        inside = next((s for r, s in folders.items() if r in p.resolve().parents), None)
+        if inside is not None:
+            raise InputError(
+                f"{p} lies inside {inside}, a folder of this run's inputs: it could overwrite "
+                "an input there, and would be read as one next time; write it elsewhere"
+            )
         if p.resolve() in own:
             raise InputError(
                 f"{p} is one of this run's inputs ({own[p.resolve()]}); writing there would "

@@ -127,7 +127,7 @@ def plan_prune(
         raise PruneError(f"{folder} is not a folder of checkpoints")
     done = read_record(folder)
     if done is not None:
-        return _resume(folder, done, ema, state_key)
+        return _resume(folder, done, ema, state_key, int(k), float(alpha))
     cs = discover(folder, ema, state_key=state_key)
     check_consistent(cs)
     check_history(cs, folder)
@@ -136,6 +136,7 @@ def plan_prune(
         lm = load_model(model, cs, num_classes, prefix, head, "cpu")
     usable, sigma, _ = head_sigma(lm, cs, skip_bad=False)
     keep = [cs[usable[i]] for i in plan(sigma, int(k), alpha).chosen]
+    _check_finite(keep, folder)
     kept = {c.path for c in keep}
     delete = [c for c in cs if c.path not in kept]
     record = {
@@ -152,15 +153,53 @@ def plan_prune(
     return PrunePlan(folder, keep, delete, {c.path: _size(c.path) for c in cs}, record)
 
 
+def _check_finite(keep: list[Checkpoint], folder: Path) -> None:
+    """Every checkpoint to keep must hold finite weights, in every tensor: `ncip rank` would
+    refuse the pruned folder otherwise (and the others would be gone)."""
+    import torch
+
+    from ncip.tool.tensors import read_tensors
+
+    for c in keep:
+        for name, t in read_tensors(c).items():
+            if isinstance(t, torch.Tensor) and t.is_floating_point() and not t.isfinite().all():
+                raise PruneError(
+                    f"{c.path} holds NaN or infinite values in {name!r}, and NCIP would keep "
+                    f"it: nothing was deleted; remove the checkpoints from the divergence on "
+                    f"and prune {folder} again"
+                )
+
+
 def _resume(
-    folder: Path, record: dict[str, Any], ema: bool, state_key: str | None = None
+    folder: Path,
+    record: dict[str, Any],
+    ema: bool,
+    state_key: str | None = None,
+    k: int | None = None,
+    alpha: float | None = None,
 ) -> PrunePlan:
-    """A folder pruned already: finish the deletions of a prune that was killed part-way, or
-    refuse (it holds NCIP's selection)."""
+    """A folder pruned already: finish the deletions of a prune that was killed part-way, with
+    the K and alpha it was started with; refuse another K or alpha, or a record that does not
+    describe the folder any more (it holds NCIP's selection)."""
+    asked = (k, alpha) != (record.get("k"), record.get("alpha")) and k is not None
+    if asked:
+        raise PruneError(
+            f"{folder} was pruned with k = {record.get('k')}, alpha = {record.get('alpha'):g} "
+            f"({RECORD}); k = {k}, alpha = {alpha:g} would need checkpoints it deleted: nothing "
+            f"was deleted now (to finish that prune, pass --k {record.get('k')} --alpha "
+            f"{record.get('alpha'):g})"
+        )
+    cs = discover(folder, ema, state_key=state_key)
+    new = [c.name for c in cs if c.name not in record.get("order", [])]
+    if new:
+        raise PruneError(
+            f"{folder} was pruned ({RECORD}), but {', '.join(new[:3])} came after: training "
+            f"went on, so the record is stale; nothing was deleted (move the new checkpoints to "
+            f"their own folder, or delete {RECORD} and prune again)"
+        )
     left = [n for n in record.get("deleted", []) if (folder / n).exists()]
     if not left:
         raise PruneError(f"{folder} was pruned already ({RECORD}); it holds NCIP's selection")
-    cs = discover(folder, ema, state_key=state_key)
     by_name = {c.name: c for c in cs}
     keep = [by_name[n] for n in record["kept"] if n in by_name]
     if len(keep) != len(record["kept"]):

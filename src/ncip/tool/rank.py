@@ -31,20 +31,15 @@ from ncip.tool.formats import (
     check_consistent,
     discover,
 )
-from ncip.tool.inputs import (
-    InputError,
-    Inputs,
-    check_inputs,
-    load_inputs,
-    plan_preprocess,
-    probe,
-)
+from ncip.tool.inputs import InputError, Inputs, check_inputs, load_inputs
 from ncip.tool.modelsource import HeadRef, LoadedModel, ModelSourceError, find_head, load_model
 from ncip.tool.order import uneven_history
 from ncip.tool.output import Ranking
+from ncip.tool.outputs import PROBE, OutputPlan, install, plan_outputs
+from ncip.tool.preprocess import plan_preprocess, probe_output
 from ncip.tool.ranking import (
     TVDAccumulator,
-    class_probs,
+    as_probs,
     ncip_table,
     selection_record,
 )
@@ -180,6 +175,7 @@ def _pass(
     inp: Inputs,
     on_batch: Callable[[int, np.ndarray], None],
     bar,
+    kind: str = "logits",
 ) -> str | None:
     """Run one checkpoint over all inputs through the engine; call ``on_batch(start, probs)``.
     Returns why the checkpoint is bad (non-finite weights or outputs), or None."""
@@ -193,7 +189,7 @@ def _pass(
         if not np.all(np.isfinite(z)):
             bar.update(batches - done)
             return "produces NaN or infinite outputs"
-        on_batch(start, class_probs(z))
+        on_batch(start, as_probs(z, kind, f"{ck.name}'s outputs"))
         bar.update(1)
     return None
 
@@ -228,6 +224,7 @@ def rank(
     tokenizer: str | Path | None = None,
     max_length: int | None = None,
     allow_uneven: bool = False,
+    outputs: str = "auto",
 ) -> Ranking:
     """Rank ``inputs`` by NCIP from a training run's ``checkpoints``; larger score = label first.
 
@@ -269,7 +266,9 @@ def rank(
     shape = list(inp.x.shape[1:])
     read = f"{inp.source} ({inp.detail})" if inp.detail else inp.source
     note(f"inputs: {len(inp)} from {read}, shape {shape}; preprocessing: {pre.describe()}")
-    classes, binary = _classes(lm, cs, pre, inp, dev, head)
+    classes, binary, out_plan = _classes(lm, cs, pre, inp, dev, head, outputs)
+    for line in out_plan.notes:
+        note(line)
     # the heads first: a checkpoint of another class count is named before the labels are
     usable, sigma, dropped = head_sigma(lm, cs, skip_bad)
     check_inputs(inp, classes)
@@ -281,10 +280,13 @@ def rank(
         EngineConfig(path=engine_path, batch_size=batch_size, precision=precision, compile=compile),
         pre,
     )
-    final_probs, acc, used = _stream(engine, lm, selected, inp, classes, skip_bad, show_progress)
+    final_probs, acc, used = _stream(
+        engine, lm, selected, inp, classes, skip_bad, show_progress, out_plan.kind
+    )
     dropped += [c.name for c in selected if c not in used]
     table, score, ranked = ncip_table(final_probs, acc.tvd(), inp.ids, inp.y, seed)
     record = _record(cs, usable, sel, selected, used, dropped, lm, pre, engine)
+    record["outputs"] = out_plan.describe()
     ev = compare_orders(final_probs, score, inp.y, seed) if inp.y is not None else None
     record["seconds"] = seconds = time.perf_counter() - t0
     notes.append(
@@ -388,18 +390,24 @@ def _checkpoints(
     return cs, pruned
 
 
-def _classes(lm: LoadedModel, cs, pre, inp: Inputs, dev, head: str | None) -> tuple[int, bool]:
-    """The model's class count (a one-logit model: 2, ranked as ``[1 - p, p]``), with the
-    head found again when the recorded one has another row count."""
-    classes = probe(lm.model, pre, inp, dev, lm.meta)
+def _classes(
+    lm: LoadedModel, cs, pre, inp: Inputs, dev, head: str | None, outputs: str
+) -> tuple[int, bool, OutputPlan]:
+    """The model's class count (a one-logit model: 2, ranked as ``[1 - p, p]``) and what its
+    outputs are (:mod:`ncip.tool.outputs`), with the head found again when the recorded one
+    has another row count."""
+    raw = probe_output(lm.model, pre, inp, dev, lm.meta, min(len(inp), PROBE))
+    out_plan = plan_outputs(raw, lm.head, lm.num_classes, outputs)
+    classes = out_plan.width
     if classes != lm.num_classes:
         if head:
             raise ModelSourceError(
                 f"the model outputs {classes} classes but --head {head!r} has {lm.num_classes} rows"
             )
         lm.set_head(find_head(lm.model, classes), cs.final)
-    binary = classes == 1  # one logit: p = sigmoid(z)
-    return (2 if binary else classes), binary
+    install(lm.model, out_plan)
+    binary = classes == 1  # one logit: p = sigmoid(z), or one probability
+    return (2 if binary else classes), binary, out_plan
 
 
 def _plan(sigma, usable: int, k: int, alpha: float, binary: bool, pruned, note) -> Selection:
@@ -424,7 +432,7 @@ def _plan(sigma, usable: int, k: int, alpha: float, binary: bool, pruned, note) 
 
 
 def _stream(engine: Engine, lm: LoadedModel, selected: list, inp: Inputs, classes: int,
-            skip_bad: bool, show_progress: bool):  # fmt: skip
+            skip_bad: bool, show_progress: bool, kind: str = "logits"):  # fmt: skip
     """The final checkpoint's probabilities, then every other selected checkpoint's TVD to
     them, one pass each; returns (final probabilities, the TVD accumulator, checkpoints used).
     A checkpoint with non-finite outputs stops the run, or is skipped with ``skip_bad``."""
@@ -438,14 +446,14 @@ def _stream(engine: Engine, lm: LoadedModel, selected: list, inp: Inputs, classe
         final_probs[start : start + len(p)] = p
 
     bar.set_postfix_str(final.name, refresh=False)
-    why = _pass(engine, lm, final, inp, keep_final, bar)
+    why = _pass(engine, lm, final, inp, keep_final, bar, kind)
     if why:
         _bad(final, why, True, skip_bad)
     acc = TVDAccumulator(final_probs)
     used = [final]
     for ck in others:
         bar.set_postfix_str(ck.name, refresh=False)
-        why = _pass(engine, lm, ck, inp, acc.add, bar)
+        why = _pass(engine, lm, ck, inp, acc.add, bar, kind)
         if why:
             _bad(ck, why, False, skip_bad)
             acc.discard()

@@ -196,7 +196,7 @@ def decide_kind(arrays: Sequence[np.ndarray], kind: str) -> tuple[str, str]:
     return looks[0], why
 
 
-def _as_probs(a: np.ndarray, kind: str, what: str) -> np.ndarray:
+def as_probs(a: np.ndarray, kind: str, what: str) -> np.ndarray:
     a2 = _as_2d(a, what)
     b = np.asarray(a2, dtype=np.float64)
     if not np.all(np.isfinite(b)):
@@ -246,10 +246,10 @@ def rank_probs(
     m = len(seq)
     kind, why = decide_kind(seq, kind)
     sel = _select(m, heads, sigma, k, alpha)
-    final = _as_probs(seq[sel.chosen[-1]], kind, f"checkpoint {sel.chosen[-1]}'s predictions")
+    final = as_probs(seq[sel.chosen[-1]], kind, f"checkpoint {sel.chosen[-1]}'s predictions")
     acc = TVDAccumulator(final)
     for i in sel.chosen[:-1]:
-        p = _as_probs(seq[i], kind, f"checkpoint {int(i)}'s predictions")
+        p = as_probs(seq[i], kind, f"checkpoint {int(i)}'s predictions")
         if p.shape != final.shape:
             raise InputError(
                 f"checkpoint {int(i)}'s predictions have shape {list(p.shape)}, the "

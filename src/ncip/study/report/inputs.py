@@ -38,6 +38,7 @@ class ReportInputs:
     aliases: dict[str, str] = field(default_factory=dict)  # external subject -> paper's subject
     training: pd.DataFrame = field(default_factory=pd.DataFrame)  # every run's history
     text: str | None = None  # metrics/text.md (`make text`)
+    lm: str | None = None  # metrics/lm.md (`make lm`)
 
 
 def read_inputs(params: Path, metrics_dir: Path, scores: Path, plots_dir: Path) -> ReportInputs:
@@ -121,6 +122,7 @@ def read_inputs(params: Path, metrics_dir: Path, scores: Path, plots_dir: Path) 
         {name: spec.paper for name, spec in external.items() if spec.paper},
         pd.concat(training, ignore_index=True) if training else pd.DataFrame(),
         txt.read_text() if (txt := metrics_dir / "text.md").exists() else None,
+        lm.read_text() if (lm := metrics_dir / "lm.md").exists() else None,
     )
 
 

@@ -1,0 +1,51 @@
+"""Hugging Face checkpoint folders as models (:mod:`ncip.tool.modelsource`): the class and
+config that ``config.json`` names, built locally (nothing is downloaded), and each checkpoint
+loaded with ``from_pretrained`` (which renames weights on load as transformers saved them)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch.nn as nn
+
+from ncip.core.factory import Factory, ModelSourceError
+from ncip.tool.formats import Checkpoint, CheckpointError
+
+
+def hf_pretrained(cls, ck: Checkpoint) -> nn.Module:
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    try:
+        return cls.from_pretrained(str(ck.path), local_files_only=True)
+    except Exception as e:  # noqa: BLE001  (transformers raises many types for bad folders)
+        first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        raise CheckpointError(f"{ck.path} could not be loaded by transformers: {first}") from None
+
+
+def hf_factory(config_path: Path) -> Factory:
+    try:
+        import transformers
+    except ImportError:
+        raise ModelSourceError(
+            f"{config_path.parent} is a Hugging Face checkpoint: install transformers to "
+            "rebuild its model, or name the model with --model"
+        ) from None
+    try:
+        cfg = json.loads(config_path.read_text())
+    except ValueError as e:
+        raise CheckpointError(
+            f"{config_path} is not valid JSON ({e}); restore it from the training run"
+        ) from None
+    if not isinstance(cfg, dict):
+        raise CheckpointError(f"{config_path} holds no model config (a JSON object)")
+    arch = (cfg.get("architectures") or [None])[0]
+    if arch is None or not hasattr(transformers, arch):
+        raise ModelSourceError(
+            f"{config_path} names no transformers architecture "
+            f"({arch!r}); name the model with --model"
+        )
+    config = transformers.AutoConfig.from_pretrained(str(config_path.parent))
+    cls = getattr(transformers, arch)
+    return Factory(lambda _c: cls(config), False, f"transformers {arch} from config.json")
