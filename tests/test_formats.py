@@ -324,8 +324,13 @@ def test_tables_csv_tsv_parquet(tmp_path):
     assert inp.ids.tolist() == df["b"].astype(str).tolist() and inp.x.shape == (5, 2)
     with pytest.raises(InputError, match="labels 'klass' is neither a file nor a column"):
         load_inputs(tmp_path / "t.csv", labels="klass")
-    np.save(tmp_path / "y.npy", np.zeros(5, np.int64))  # a labels file still wins
-    assert load_inputs(tmp_path / "t.csv", labels=tmp_path / "y.npy").x.shape == (5, 4)
+    np.save(tmp_path / "y.npy", np.zeros(5, np.int64))
+    # a labels file beside the table's own label column: which is meant? (issue 39: the column
+    # was silently taken as a feature)
+    with pytest.raises(InputError, match="has its own label column 'label' and --labels gives"):
+        load_inputs(tmp_path / "t.csv", labels=tmp_path / "y.npy")
+    df.drop(columns="label").to_csv(tmp_path / "nolabel.csv", index=False)
+    assert load_inputs(tmp_path / "nolabel.csv", labels=tmp_path / "y.npy").x.shape == (5, 3)
     df.assign(y=1).to_csv(tmp_path / "two.csv", index=False)
     with pytest.raises(InputError, match=r"several label columns \(label, y\).*--labels COLUMN"):
         load_inputs(tmp_path / "two.csv")

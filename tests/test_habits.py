@@ -652,7 +652,7 @@ def test_a_lightning_module_rebuilt_with_its_recorded_hyperparameters(tmp_path):
 
 def test_split_call_takes_literals_only():
     from ncip.core.factory import ModelSourceError
-    from ncip.tool.modelsource import split_call
+    from ncip.tool.userspec import split_call
 
     assert split_call("m:Net") == ("m:Net", (), {})
     assert split_call("a/b.py:Net(3, [1, 2], k={'x': None}, s='(')") == (
@@ -669,7 +669,7 @@ def test_outputs_follow_the_umask_and_stale_temps_go(tutorial, tmp_path):
     import os
 
     d = tutorial
-    (tmp_path / ".r.csv.abc123.tmp").write_text("left by a killed run")
+    (tmp_path / ".r.csv.abc12345.tmp").write_text("left by a killed run")
     old = os.umask(0o022)
     try:
         _rank(d / "ck", "--model", f"{d / 'mynet.py'}:MLP", "--inputs", d / "test.npz",
@@ -678,7 +678,7 @@ def test_outputs_follow_the_umask_and_stale_temps_go(tutorial, tmp_path):
         os.umask(old)
     for f in ("r.csv", "r.selection.json"):
         assert (tmp_path / f).stat().st_mode & 0o777 == 0o644
-    assert not (tmp_path / ".r.csv.abc123.tmp").exists()
+    assert not (tmp_path / ".r.csv.abc12345.tmp").exists()
 
 
 def test_truncated_hugging_face_files_are_named(tmp_path):

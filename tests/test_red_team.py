@@ -66,3 +66,172 @@ def test_a_model_factory_that_exits_is_an_error_not_a_silent_success(run):
     assert r.exit_code == 2, r.output
     assert "called sys.exit(0) while building the model" in " ".join(r.output.split())
     assert not (run / "r.csv").exists()
+
+
+def _inputs_case(d, case):
+    """Write the bad input of ``case``; return (the --inputs path, the expected words)."""
+    x = np.load(d / "x.npy")
+    if case == "link loop":
+        (d / "loop").symlink_to(d / "loop")
+        return d / "loop", "is a symbolic link loop"
+    if case == "0-d x":
+        np.savez(d / "x0.npz", x=np.float32(3))
+        return d / "x0.npz", "'x' holds one number, not a batch"
+    if case == "sparse":
+        torch.save({"x": torch.from_numpy(x).to_sparse()}, d / "s.pt")
+        return d / "s.pt", "is a sparse_coo tensor; save it dense"
+    if case == "meta":
+        torch.save({"x": torch.empty(4, 20, device="meta")}, d / "m.pt")
+        return d / "m.pt", "is a meta tensor, which holds no data"
+    if case == "quantized":
+        q = torch.quantize_per_tensor(torch.from_numpy(x), 0.1, 0, torch.qint8)
+        torch.save({"x": q}, d / "q.pt")
+        return d / "q.pt", "is a quantized tensor; save t.dequantize()"
+    if case == "header only":
+        (d / "e.csv").write_text("a,b\n")
+        return d / "e.csv", "has a header (a, b) and no rows"
+    raise AssertionError(case)
+
+
+@pytest.mark.parametrize(
+    "case", ["link loop", "0-d x", "sparse", "meta", "quantized", "header only"]
+)
+def test_bad_inputs_end_in_one_line(run, case):
+    path, expected = _inputs_case(run, case)
+    r = runner.invoke(
+        app,
+        ["rank", str(run / "ck"), "--model", f"{run / 'mlp.py'}:build", "--inputs", str(path),
+         "--out", str(run / "r.csv"), "--k", "2", "--quiet"],
+    )  # fmt: skip
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and expected in lines[0], r.output
+    assert "Traceback" not in r.output and not (run / "r.csv").exists()
+
+
+def test_float8_inputs_and_pandas_index_columns_are_read_as_such(run):
+    x = np.load(run / "x.npy")
+    torch.save({"x": torch.from_numpy(x).to(torch.float8_e4m3fn)}, run / "f8.pt")
+    import pandas as pd
+
+    pd.DataFrame(x).to_csv(run / "idx.csv")  # pandas' index written as an unnamed column
+    for name in ("f8.pt", "idx.csv"):
+        r = rank_inputs(run, run / name)
+        assert r.exit_code == 0, r.output
+    assert "ids: the column pandas wrote as its index" in " ".join(r.output.split())
+    t = pd.read_csv(run / "r.csv")
+    assert sorted(t["sample_id"]) == list(range(len(x)))
+
+
+def rank_inputs(d, inputs, *extra):
+    return runner.invoke(
+        app,
+        ["rank", str(d / "ck"), "--model", f"{d / 'mlp.py'}:build", "--inputs", str(inputs),
+         "--out", str(d / "r.csv"), "--k", "2", *extra],
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "case, expected",
+    [
+        ("link to a system file", "(a link to /etc/passwd) is not a readable PyTorch checkpoint"),
+        ("state key on safetensors", "--state-key model: epoch_1.safetensors (safetensors) is"),
+        ("unary minus", "arguments after"),
+        ("zero-3", "a DeepSpeed ZeRO-3 checkpoint"),
+    ],
+)
+def test_bad_checkpoints_and_models_end_in_one_line(run, case, expected):
+    extra = []
+    model = f"{run / 'mlp.py'}:build"
+    if case == "link to a system file":
+        (run / "ck" / "epoch_13.pt").symlink_to("/etc/passwd")
+    elif case == "state key on safetensors":
+        extra = ["--state-key", "model"]
+    elif case == "unary minus":
+        model = f"{run / 'mlp.py'}:build(" + "-" * 100_000 + "1)"
+    elif case == "zero-3":
+        for f in (run / "ck").iterdir():
+            f.unlink()
+        for e in (1, 2, 3):
+            torch.save({"module": None, "global_steps": e, "ds_version": "0.14"},
+                       run / "ck" / f"mp_rank_00_model_states_{e}.pt")  # fmt: skip
+    r = runner.invoke(
+        app,
+        ["rank", str(run / "ck"), "--model", model, "--inputs", str(run / "x.npy"), "--out",
+         str(run / "r.csv"), "--k", "2", "--quiet", *extra],
+    )  # fmt: skip
+    assert r.exit_code == 2, r.output[-500:]
+    lines = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and expected in lines[0], r.output[-500:]
+    assert "Traceback" not in r.output
+
+
+def test_a_model_file_in_a_folder_with_a_parenthesis_and_a_glob_in_a_bracket_folder(run):
+    import shutil
+
+    odd = run / "my(models)"
+    odd.mkdir()
+    shutil.copy(run / "mlp.py", odd / "mlp.py")
+    runs = run / "runs[v2]"
+    shutil.copytree(run / "ck", runs)
+    r = runner.invoke(
+        app,
+        ["rank", f"{runs}/epoch_*.safetensors", "--model", f"{odd / 'mlp.py'}:build",
+         "--inputs", str(run / "x.npy"), "--out", str(run / "r.csv"), "--k", "2"],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "5 checkpoints" in r.output
+
+
+@pytest.mark.parametrize(
+    "arch, expected",
+    [
+        ('["__class__"]', "names no transformers model class ('__class__'"),
+        ("[123]", "names no transformers model class (123"),
+    ],
+)
+def test_hugging_face_configs_naming_no_model_class_are_refused(run, arch, expected):
+    pytest.importorskip("transformers")
+    hf = run / "hf" / "checkpoint-1"
+    hf.mkdir(parents=True)
+    (hf / "config.json").write_text(f'{{"architectures": {arch}, "model_type": "bert"}}')
+    save_file({"w": torch.zeros(2, 2)}, hf / "model.safetensors")
+    r = runner.invoke(
+        app,
+        ["rank", str(run / "hf"), "--inputs", str(run / "x.npy"), "--out", str(run / "r.csv"),
+         "--k", "2", "--quiet"],
+    )  # fmt: skip
+    assert r.exit_code == 2, r.output[-500:]
+    assert expected in " ".join(r.output.split())
+
+
+def test_check_params_on_a_folder(tmp_path):
+    r = runner.invoke(app, ["check-params", str(tmp_path)])
+    assert r.exit_code == 2 and "is a folder; give the params file" in r.output
+
+
+def test_prune_on_a_one_logit_model_keeps_the_last_k(tmp_path):
+    """A one-logit head has no sigma_cos ("nc_scores contain NaN" before): prune keeps the
+    last K of the pool, as ncip rank selects for such a model."""
+    (tmp_path / "bmlp.py").write_text(
+        "import torch.nn as nn\n\n\ndef build():\n"
+        "    return nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 1))\n"
+    )
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(20, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+    (tmp_path / "ck").mkdir()
+    for e in range(1, 7):
+        with torch.no_grad():
+            for p in net.parameters():
+                p.add_(0.05 * torch.randn_like(p))
+        state = {k: v.contiguous() for k, v in net.state_dict().items()}
+        save_file(state, tmp_path / "ck" / f"epoch_{e}.safetensors", metadata={"epoch": str(e)})
+    r = runner.invoke(
+        app, ["prune", str(tmp_path / "ck"), "--model", f"{tmp_path / 'bmlp.py'}:build",
+              "--k", "2", "--yes"]
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in (tmp_path / "ck").glob("*.safetensors")) == [
+        "epoch_5.safetensors",
+        "epoch_6.safetensors",
+    ]

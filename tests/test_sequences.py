@@ -263,3 +263,20 @@ def test_bad_prompts_end_in_one_line_and_keep_the_outputs(lm_run, tmp_path, case
     assert out.read_text() == "old\n" and sorted(p.name for p in tmp_path.iterdir()) == sorted(
         ["r.csv", prompts.name]
     )
+
+
+def test_the_readme_language_model_example_runs(lm_run, tmp_path, monkeypatch, capsys):
+    """The README's `ncip.rank_sequences` snippet, as written, on a Trainer run."""
+    from helpers import ROOT
+
+    d, _ = lm_run
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("### From Python") :]
+    block = section.split("```python\n")[3].split("```")[0]
+    assert "rank_sequences" in block
+    (tmp_path / "lm_out").symlink_to(d / "hf")
+    (tmp_path / "prompts.jsonl").write_text((d / "prompts.jsonl").read_text())
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block, "README language model", "exec"), {})
+    out = capsys.readouterr().out
+    assert "continuation" in out and "RAUC-ALL" in out and "Random" in out

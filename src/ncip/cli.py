@@ -14,8 +14,33 @@ from ncip.study.stage import StageError, stage_main
 
 app = typer.Typer(add_completion=False, help=__doc__, no_args_is_help=True)
 
+# third-party packages only the study needs (pyproject's `study` extra)
+STUDY_PACKAGES = {"dvc", "scipy", "sklearn", "xgboost", "torchattacks", "seaborn", "mlxtend",
+                  "mnist1d", "submitit", "transformers", "accelerate"}  # fmt: skip
+
+
+def needs_study(fn):
+    """A study command run where only the tool is installed: one line saying what to install."""
+    import functools
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ModuleNotFoundError as e:
+            if (e.name or "").split(".")[0] not in STUDY_PACKAGES:
+                raise
+            raise StageError(
+                f"`ncip {fn.__name__.replace('_', '-')}` is part of the study, which needs "
+                f"{e.name}: pip install 'ncip[study]' (the tool alone: pip install ncip)"
+            ) from None
+
+    return run
+
 
 @app.command()
+@stage_main
+@needs_study
 def datasets() -> None:
     """List the registered datasets."""
     from ncip.study.data import list_datasets
@@ -33,6 +58,7 @@ def models() -> None:
 
 @app.command("check-params")
 @stage_main
+@needs_study
 def check_params(
     params: Path = typer.Argument(Path("params.yaml"), help="the study's parameters"),
 ) -> None:
@@ -46,6 +72,8 @@ def check_params(
 
 
 @app.command()
+@stage_main
+@needs_study
 def methods() -> None:
     """List the registered methods: name, table name, paper name, options with defaults, needs."""
     from ncip.study.evaluation import method_order
@@ -69,6 +97,7 @@ def methods() -> None:
 
 @app.command()
 @stage_main
+@needs_study
 def preset(
     name: str = typer.Argument(None, help="a preset; omit to list them"),
     runs: int = typer.Option(None, min=1, help="training runs (paper: 5; experiments: their own)"),
@@ -95,6 +124,7 @@ def preset(
 
 @app.command()
 @stage_main
+@needs_study
 def launch(
     stage: str = typer.Argument("train-with-checkpoints", help="a (matrix) stage of dvc.yaml"),
     cluster: str = typer.Option(None, help="slurm or local (default: slurm where srun exists)"),
@@ -134,6 +164,7 @@ def launch(
 
 @app.command("import-external")
 @stage_main
+@needs_study
 def import_external(
     subjects: list[str] = typer.Argument(None, help="external subjects (default: all of them)"),
     params: Path = typer.Option(Path("params.yaml"), help="the study's parameters"),
@@ -487,7 +518,14 @@ def rank(
 
 
 def _report(result, out: Path, *save) -> None:
-    written = result.save(out, *save)
+    try:
+        with _interrupt_says(f"stopped while writing {out} and its sidecars: run it again"):
+            written = result.save(out, *save)
+    except OSError as e:  # a full disk, a folder that went away: nothing half-written is left
+        raise StageError(
+            f"could not write {out} ({e.strerror or e}); the earlier files are as they were "
+            "unless the table is missing: free space or choose another --out, and run again"
+        ) from None
     if result.evaluation is not None:
         typer.echo(result.evaluation_text())
     typer.echo(f"{result.notes[-1]} -> {', '.join(str(p) for p in written)}")
@@ -546,7 +584,11 @@ def prune(
     if not p.delete:
         typer.echo("nothing to delete: NCIP uses every checkpoint here")
     elif yes:
-        apply_prune(p)
+        with _interrupt_says(
+            f"the prune stopped part-way; {folder}/ncip-prune.json holds the selection: run the "
+            "same command again to finish it"
+        ):
+            apply_prune(p)
         typer.echo(
             f"deleted {len(p.delete)} checkpoints; the selection is in {folder}/ncip-prune.json"
         )

@@ -35,7 +35,8 @@ from ncip.study.external import (
 )
 from ncip.study.predict import batched_outputs
 from ncip.tool.formats import check_consistent, discover
-from ncip.tool.modelsource import LoadedModel, load_model, split_call
+from ncip.tool.modelsource import LoadedModel, load_model
+from ncip.tool.userspec import split_call
 
 
 def import_external(

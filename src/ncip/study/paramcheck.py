@@ -165,6 +165,8 @@ def check_shape(path: Path | str) -> None:
     docstring); the values are checked next by ``subjects.check_params``."""
     where = str(path)
     p = Path(path)
+    if p.is_dir():
+        raise InputError(f"{where} is a folder; give the params file (params.yaml) itself")
     if not p.is_file():
         return  # check_params says so
     try:

@@ -11,7 +11,6 @@ matplotlib.use("Agg")  # headless: figures are files
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
 
 from ncip.core.io import save_figure  # noqa: E402
 
@@ -59,7 +58,7 @@ def preview_grid(
 
 def sigma_figure(hist: pd.DataFrame, x: str, path: Path) -> None:
     """σ_cos of the head per checkpoint: falling = class vectors becoming equiangular (NC)."""
-    sns.set_theme(style="whitegrid")
+    plt.style.use("seaborn-v0_8-whitegrid")  # matplotlib's copy of the style: no seaborn needed
     fig, ax = plt.subplots(figsize=(6, 3.2))
     ax.plot(
         hist[x],

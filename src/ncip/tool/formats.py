@@ -123,7 +123,7 @@ def expand_source(source: str | Path | Sequence[str | Path]) -> tuple[list[Path]
     if isinstance(source, str | Path):
         s = str(source)
         if _is_pattern(s):
-            paths = [Path(p) for p in sorted(globlib.glob(s))]
+            paths = [Path(p) for p in sorted(globlib.glob(s))] or _literal_folder_glob(s)
             if not paths:
                 raise CheckpointError(f"the pattern {s!r} matches no files")
             return paths, s
@@ -141,6 +141,20 @@ def expand_source(source: str | Path | Sequence[str | Path]) -> tuple[list[Path]
     if missing:
         raise CheckpointError(f"checkpoint files do not exist: {', '.join(missing[:5])}")
     return paths, f"{len(paths)} files"
+
+
+def _literal_folder_glob(s: str) -> list[Path]:
+    """A glob inside a folder whose own name holds ``[``, ``*`` or ``?`` (``runs/[v2]/*.pt``):
+    the longest leading part that exists as a folder is taken literally."""
+    parts = Path(s).parts
+    for i in range(len(parts) - 1, 0, -1):
+        head = Path(*parts[:i])
+        if head.is_dir():
+            rest = str(Path(*parts[i:]))
+            return [
+                Path(p) for p in sorted(globlib.glob(str(Path(globlib.escape(str(head)), rest))))
+            ]
+    return []
 
 
 def _is_pattern(s: str) -> bool:
@@ -276,14 +290,18 @@ def discover(
             found.append(ck)
     if not found:
         raise CheckpointError(f"{label} holds no model checkpoints: {_why_none(skipped)}")
-    if ema:  # EMA weights live under a dict key of a pickled checkpoint; nowhere else
-        plain = [c for c in found if c.container_key is None]
-        if plain:
-            raise CheckpointError(
-                f"--ema: {plain[0].name} ({plain[0].fmt}) holds one set of weights, no EMA "
-                "copy beside them; drop --ema (if these are the EMA weights, they are ranked "
-                "as they are)"
-            )
+    plain = [c for c in found if c.container_key is None]
+    if ema and plain:  # EMA weights live under a dict key of a pickled checkpoint; nowhere else
+        raise CheckpointError(
+            f"--ema: {plain[0].name} ({plain[0].fmt}) holds one set of weights, no EMA "
+            "copy beside them; drop --ema (if these are the EMA weights, they are ranked "
+            "as they are)"
+        )
+    if state_key is not None and plain:
+        raise CheckpointError(
+            f"--state-key {state_key}: {plain[0].name} ({plain[0].fmt}) is one set of weights, "
+            "not a dict of them; drop --state-key"
+        )
     formats = {c.fmt for c in found}
     if len(formats & {"ncip", "hf"}) == 1 and len(formats) > 1:
         raise CheckpointError(

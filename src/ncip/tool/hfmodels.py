@@ -40,12 +40,22 @@ def hf_factory(config_path: Path) -> Factory:
         ) from None
     if not isinstance(cfg, dict):
         raise CheckpointError(f"{config_path} holds no model config (a JSON object)")
-    arch = (cfg.get("architectures") or [None])[0]
-    if arch is None or not hasattr(transformers, arch):
+    archs = cfg.get("architectures")
+    arch = archs[0] if isinstance(archs, list) and archs else None
+    cls = getattr(transformers, arch, None) if isinstance(arch, str) and arch[:1] != "_" else None
+    if not (isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel)):
         raise ModelSourceError(
-            f"{config_path} names no transformers architecture "
-            f"({arch!r}); name the model with --model"
+            f"{config_path} names no transformers model class ({arch!r} in its "
+            "'architectures'); name the model with --model"
         )
-    config = transformers.AutoConfig.from_pretrained(str(config_path.parent))
-    cls = getattr(transformers, arch)
+    try:
+        config = transformers.AutoConfig.from_pretrained(
+            str(config_path.parent), local_files_only=True
+        )
+    except (ValueError, KeyError, OSError) as e:
+        first = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+        raise ModelSourceError(
+            f"{config_path} cannot be read by this transformers ({first}); a model_type it does "
+            "not know needs a newer transformers, or name the model with --model"
+        ) from None
     return Factory(lambda _c: cls(config), False, f"transformers {arch} from config.json")

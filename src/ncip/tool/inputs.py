@@ -159,6 +159,11 @@ def load_inputs(
         inp = Inputs(source, np.arange(len(source)).astype(str))
     else:
         path = Path(source)
+        if path.is_symlink() and not path.exists():
+            raise InputError(
+                f"inputs {path} is a symbolic link to nothing readable (a loop, or a missing "
+                "target); give the file itself"
+            )
         if not path.exists():
             raise InputError(f"inputs {path} do not exist")
         if path.is_dir():
@@ -243,6 +248,11 @@ def _load_table(path: Path, ids: Any, labels: Any) -> tuple[Inputs, Any, Any]:
         raise InputError(f"{path} cannot be read as a table ({first})") from None
     columns = [str(c) for c in df.columns]
     df.columns = columns
+    if not len(df):
+        raise InputError(f"{path} has a header ({', '.join(columns[:6])}) and no rows")
+    index = columns[0] if columns[0] == "Unnamed: 0" else None
+    if index is not None and ids is None and not any(c in columns for c in ID_COLUMNS):
+        ids = index  # pandas' own index column (to_csv without index=False): the ids, said
     label_col = _column_arg(labels, columns)
     id_col = _column_arg(ids, columns)
     for arg, col, what in ((labels, label_col, "labels"), (ids, id_col, "ids")):
@@ -251,6 +261,12 @@ def _load_table(path: Path, ids: Any, labels: Any) -> tuple[Inputs, Any, Any]:
             raise InputError(
                 f"{what} {str(arg)!r} is neither a file nor a column of {path} (columns: {shown})"
             )
+    own = [c for c in columns if c in LABEL_COLUMNS]
+    if labels is not None and label_col is None and own:
+        raise InputError(
+            f"{path} has its own label column {own[0]!r} and --labels gives {labels}; give one "
+            f"of them (drop --labels, or --labels {own[0]} to name the column)"
+        )
     if label_col is None and labels is None:
         label_col = _pick_column(path, columns, LABEL_COLUMNS, "label", "--labels")
     if id_col is None and ids is None:
@@ -286,6 +302,8 @@ def _load_table(path: Path, ids: Any, labels: Any) -> tuple[Inputs, Any, Any]:
 
 
 def _label_id_detail(label_col: str | None, id_col: str | None) -> str:
+    if id_col == "Unnamed: 0":
+        return _label_id_detail(label_col, None) + "; ids: the column pandas wrote as its index"
     labels = f", labels {label_col!r}" if label_col else ""
     return labels + (f", ids {id_col!r}" if id_col else "")
 
@@ -304,9 +322,20 @@ def _tensor_array(t: Any, path: Path, key: str) -> np.ndarray:
 
     if not isinstance(t, torch.Tensor):
         raise InputError(f"{path}: {key!r} holds a {type(t).__name__}, not a tensor")
+    if t.is_meta:
+        raise InputError(f"{path}: {key!r} is a meta tensor, which holds no data; save the values")
+    if t.layout != torch.strided:
+        raise InputError(
+            f"{path}: {key!r} is a {str(t.layout).removeprefix('torch.')} tensor; save it dense "
+            "(t.to_dense())"
+        )
+    if t.is_quantized:
+        raise InputError(f"{path}: {key!r} is a quantized tensor; save t.dequantize()")
     t = t.detach().cpu()
-    if t.dtype == torch.bfloat16:  # numpy has no bfloat16
-        t = t.float()
+    if t.is_floating_point() and t.dtype not in (torch.float16, torch.float32, torch.float64):
+        t = t.float()  # numpy has no bfloat16 or float8: exact in float32
+    if t.ndim == 0:
+        raise InputError(f"{path}: {key!r} holds one number, not a batch of inputs [N, ...]")
     return t.numpy()
 
 
@@ -314,10 +343,13 @@ def _load_torch(path: Path) -> Inputs:
     """Inputs saved with ``torch.save``: a tensor, or a dict with ``x`` (``y``, ``ids``
     optional). Only tensors and plain containers are unpickled (``weights_only=True``)."""
     import pickle
+    import warnings
 
     try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError) as e:
+        with warnings.catch_warnings():  # e.g. sparse tensors' validation: said below instead
+            warnings.simplefilter("ignore")
+            obj = torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError, IndexError) as e:
         import re
 
         needs = re.search(r"GLOBAL ([\w.]+)", str(e))
@@ -376,13 +408,15 @@ def _load_npz(path: Path) -> Inputs:
             )
         try:
             x = z["x"]
-            ids = z["ids"].astype(str) if "ids" in z.files else np.arange(len(x)).astype(str)
+            ids = z["ids"].astype(str) if "ids" in z.files and x.ndim else None
             y = z["y"] if "y" in z.files else None
         except ValueError as e:
             raise InputError(
                 f"{path} holds a pickled object array ({e}); save plain numeric and string arrays"
             ) from None
-    return Inputs(x, ids, y, str(path))
+    if x.ndim == 0:
+        raise InputError(f"{path}: 'x' holds one number, not a batch of inputs [N, ...]")
+    return Inputs(x, np.arange(len(x)).astype(str) if ids is None else ids, y, str(path))
 
 
 def _check_npz_header(path: Path) -> None:

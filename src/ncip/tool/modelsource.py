@@ -35,11 +35,11 @@ from ncip.core.factory import (
     build_external,
     callable_factory,
     hf_meta_factory,
-    import_named,
 )
 from ncip.tool.formats import Checkpoint, CheckpointError, CheckpointSet
 from ncip.tool.hfmodels import hf_factory, hf_pretrained
 from ncip.tool.tensors import find_prefix, read_tensors, tensor_keys, tensor_shapes
+from ncip.tool.userspec import import_user, split_call
 
 MAX_CLASS_GUESSES = 8
 
@@ -172,7 +172,7 @@ def resolve_factory(
     if spec in list_models():
         return _registry_factory(spec, cs)
     if not arguments:
-        return callable_factory(_import_user(spec), f"model {spec}")
+        return callable_factory(import_user(spec), f"model {spec}")
     return _user_factory(spec, f"--model {spec}", final)
 
 
@@ -183,7 +183,7 @@ def _user_factory(spec: str, description: str, final: Checkpoint | None = None) 
     import functools
 
     name, args, kwargs = split_call(spec)
-    fn = _import_user(name)
+    fn = import_user(name)
     if not args and not kwargs and final is not None:
         recorded = _recorded_hyperparameters(final, fn)
         kwargs = {k: v for k, v in recorded.items() if _plain_value(v)}
@@ -239,66 +239,6 @@ def _recorded_hyperparameters(final: Checkpoint, fn: Callable) -> dict[str, Any]
         if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n != "self"
     }
     return {k: v for k, v in hp.items() if k in named}
-
-
-def split_call(spec: str) -> tuple[str, tuple, dict[str, Any]]:
-    """``"mynet:Net(64, hidden=256)"`` -> ``("mynet:Net", (64,), {"hidden": 256})``: the
-    arguments are Python literals (numbers, strings, lists, dicts, True/None), nothing is
-    evaluated; a spec without parentheses has none."""
-    import ast
-
-    if not spec.endswith(")") or "(" not in spec:
-        return spec, (), {}
-    name = spec[: spec.index("(")]
-    try:
-        call = ast.parse(f"f{spec[len(name) :]}", mode="eval").body
-        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
-            raise ValueError
-        args = tuple(ast.literal_eval(a) for a in call.args)
-        kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
-        if None in kwargs:
-            raise ValueError
-    except (SyntaxError, ValueError):
-        raise ModelSourceError(
-            f"--model {spec!r}: the arguments after {name} must be Python literals, e.g. "
-            f"'{name}(hidden=256, depth=3)' (quote the whole --model for the shell)"
-        ) from None
-    return name, args, kwargs
-
-
-def _import_user(spec: str):
-    """Import the user's model module or file, turning whatever its import does into one line:
-    an exception, a syntax error, ``sys.exit`` (argv is hidden from scripts that parse it)."""
-    import sys
-
-    mod = spec.rpartition(":")[0]
-    see = (
-        f"python -c 'import runpy; runpy.run_path(\"{mod}\")'"
-        if mod.endswith(".py")
-        else (f"python -c 'import {mod}'")
-    )
-    argv = sys.argv
-    sys.argv = [mod]
-    try:
-        return import_named(spec)
-    except ModelSourceError:
-        raise
-    except SystemExit as e:
-        raise ModelSourceError(
-            f"--model {spec}: importing {mod} called sys.exit({e.code!r}); guard its script "
-            'code with `if __name__ == "__main__":`'
-        ) from None
-    except BaseException as e:  # noqa: BLE001  (user code: any error, one line)
-        if isinstance(e, KeyboardInterrupt):
-            raise
-        first = str(e).strip().splitlines()[0][:160] if str(e).strip() else ""
-        raise ModelSourceError(
-            f"--model {spec}: importing {mod} raised {type(e).__name__}"
-            + (f": {first}" if first else "")
-            + f"; run `{see}` to see the traceback"
-        ) from None
-    finally:
-        sys.argv = argv
 
 
 def _ncip_factory(meta: CheckpointMeta) -> Factory:

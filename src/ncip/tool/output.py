@@ -96,6 +96,15 @@ def output_paths(out: Path, preview: Path | None = None, labels: bool = True) ->
     return paths + ([Path(preview)] if preview is not None else [])
 
 
+def _resolved(p: Path) -> Path:
+    try:
+        return p.resolve()
+    except (RuntimeError, OSError):  # Python 3.11 raises RuntimeError for a link loop
+        raise InputError(
+            f"{p} is a symbolic link loop (it points back to itself); give the file itself"
+        ) from None
+
+
 def check_output_path(out: Path, preview: Path | None = None, inputs: Sequence = ()) -> None:
     """Refuse outputs before any work: a wrong suffix; an output (table, sidecar or preview)
     that is a folder, one of the run's own inputs (``inputs``: inputs, labels, ids files) or
@@ -106,16 +115,16 @@ def check_output_path(out: Path, preview: Path | None = None, inputs: Sequence =
         raise InputError(f"--out {out}: end it in .csv or .parquet")
     if preview is not None and Path(preview).suffix.lower() != ".png":
         raise InputError(f"--preview {preview}: end it in .png")
-    own = {Path(p).resolve(): str(p) for p in inputs if p is not None}
+    own = {_resolved(Path(p)): str(p) for p in inputs if p is not None}
     folders = {r: s for r, s in own.items() if r.is_dir()}
     for p in output_paths(out, preview):
-        inside = next((s for r, s in folders.items() if r in p.resolve().parents), None)
+        inside = next((s for r, s in folders.items() if r in _resolved(p).parents), None)
         if inside is not None:
             raise InputError(
                 f"{p} lies inside {inside}, a folder of this run's inputs: it could overwrite "
                 "an input there, and would be read as one next time; write it elsewhere"
             )
-        if p.resolve() in own:
+        if _resolved(p) in own:
             raise InputError(
                 f"{p} is one of this run's inputs ({own[p.resolve()]}); writing there would "
                 "overwrite it: give another --out"

@@ -109,10 +109,9 @@ def plan_outputs(
             f"{source}'s output for a batch has shape {list(z.shape)}; ncip needs class "
             "scores [batch, C] (C = 1: one logit of a binary classifier)"
         )
-    if not np.all(np.isfinite(z)):
-        raise InputError(f"{source} produces NaN or infinite outputs on the first inputs")
+    finite = z[np.isfinite(z).all(axis=1)]  # non-finite outputs: the checkpoint is named later
     try:
-        kind, why = decide_kind([z], given)
+        kind, why = decide_kind([finite], given) if len(finite) else ("logits", "")
     except InputError as e:
         raise InputError(f"{e}; or pass --outputs logits") from None
     if kind == "probs" and given == "auto":

@@ -135,7 +135,8 @@ def plan_prune(
     if lm is None:
         lm = load_model(model, cs, num_classes, prefix, head, "cpu")
     usable, sigma, _ = head_sigma(lm, cs, skip_bad=False)
-    keep = [cs[usable[i]] for i in plan(sigma, int(k), alpha).chosen]
+    binary = lm.num_classes == 1  # one logit: no sigma_cos; the last K, as rank takes them
+    keep = [cs[usable[i]] for i in plan(sigma, int(k), alpha, binary=binary).chosen]
     _check_finite(keep, folder)
     kept = {c.path for c in keep}
     delete = [c for c in cs if c.path not in kept]

@@ -69,7 +69,7 @@ def torch_load(path: Path | str) -> Any:
                 f"dict (torch.save(model.state_dict(), '{safe}') or safetensors) and move the "
                 "original out"
             ) from None
-        except (RuntimeError, EOFError, OSError, ValueError, KeyError) as e:
+        except (RuntimeError, EOFError, OSError, ValueError, KeyError, IndexError, TypeError) as e:
             if _is_torchscript(path):
                 safe = path.with_name(f"{path.stem}-weights.pt")
                 raise CheckpointError(
@@ -79,8 +79,9 @@ def torch_load(path: Path | str) -> Any:
                     "move the archive out, and give --model"
                 ) from None
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            link = f" (a link to {path.resolve()})" if path.is_symlink() else ""
             raise CheckpointError(
-                f"{path} is not a readable PyTorch checkpoint (truncated or corrupt? "
+                f"{path}{link} is not a readable PyTorch checkpoint (truncated or corrupt? "
                 f"{first[:160]}); "
                 "remove it from the folder or write it again"
             ) from None
@@ -151,6 +152,16 @@ def _classify_pickle(
         return "state_dict", None, ""
     if not isinstance(obj, Mapping):
         return None, None, _no_weights(obj)
+    if "module" in obj and obj["module"] is None and state_key is None:
+        return (
+            None,
+            None,
+            (
+                "a DeepSpeed ZeRO-3 checkpoint: its weights are partitioned across the "
+                "ranks' files, which ncip does not read; consolidate them with DeepSpeed's "
+                "zero_to_fp32.py and rank the result"
+            ),
+        )
     held = _state_dict_keys(obj)
     twins = [k for k in held if _is_ema_name(k)]
     for key in CONTAINER_KEYS:

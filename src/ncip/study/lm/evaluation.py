@@ -89,10 +89,16 @@ def evaluate(tables: dict[int, pd.DataFrame], seed: int = 0) -> dict:
                     "verdict": both,
                 }
             )
+        vs_random = {}
+        for m in NAMES:  # a method against the expected random order, per seed
+            d = (df[f"{m}:all"] - df["random:all"]).to_numpy()
+            lo, hi = _t_interval(d)
+            vs_random[m] = {"diff": float(d.mean()), "t_lo": lo, "t_hi": hi}
         out["rules"][_rule_name(rule)] = {
             "per_run": df.to_dict(orient="records"),
             "mean": df.drop(columns="run").mean().to_dict(),
             "paired": rows,
+            "vs_random": vs_random,
         }
     return out
 
@@ -144,9 +150,9 @@ def markdown(result: dict, info: dict, model: str, selections: dict[int, dict]) 
             + ", ".join(f"{x['threshold']:.3f}" for x in r["per_run"])
             + ").",
             "",
-            "| method | RAUC-100 | RAUC-500 | RAUC-ALL | NCIP - method, RAUC-ALL [bootstrap] "
-            "[t over seeds] |",
-            "|---|---|---|---|---|",
+            "| method | RAUC-100 | RAUC-500 | RAUC-ALL | method - random, RAUC-ALL [t over seeds] "
+            "| NCIP - method, RAUC-ALL [bootstrap] [t over seeds] |",
+            "|---|---|---|---|---|---|",
         ]
         paired = {(p["method"], p["budget"]): p for p in r["paired"]}
         for key, name in [*NAMES.items(), ("random", "Random (expected)")]:
@@ -158,7 +164,9 @@ def markdown(result: dict, info: dict, model: str, selections: dict[int, dict]) 
                 if p
                 else ""
             )
-            L.append(f"| {name} | " + " | ".join(cells) + f" | {diff} |")
+            v = r["vs_random"].get(key)
+            rand = f"{v['diff']:+.4f} [{v['t_lo']:+.4f}, {v['t_hi']:+.4f}]" if v else ""
+            L.append(f"| {name} | " + " | ".join(cells) + f" | {rand} | {diff} |")
         L.append("")
         L.append(_sentence(r, rule))
         L.append("")
@@ -174,11 +182,24 @@ def _sentence(r: dict, rule: str) -> str:
     controls = ", ".join(
         f"{NAMES[c]} {paired[c]['diff']:+.4f} ({paired[c]['verdict']})" for c in CONTROLS
     )
+    vr = r["vs_random"]
+    below = [b for b in BASELINES if vr[b]["t_hi"] < 0]
+    ncip_vs = vr["ncip"]
+    verdict = (
+        "better than random order"
+        if ncip_vs["t_lo"] > 0
+        else "worse than random order"
+        if ncip_vs["t_hi"] < 0
+        else "not distinguishable from random order"
+    )
     return (
         f"NCIP's RAUC-ALL {m['ncip:all']:.3f} against the best confidence score "
-        f"({NAMES[best]}, {m[f'{best}:all']:.3f}) and random order ({m['random:all']:.3f}); "
-        f"against the five token-level baselines: {counts['win']} wins, {counts['tie']} ties, "
-        f"{counts['loss']} losses (both intervals). Algorithm 1 minus the controls: {controls}."
+        f"({NAMES[best]}, {m[f'{best}:all']:.3f}) and random order ({m['random:all']:.3f}): "
+        f"NCIP is {verdict} ({ncip_vs['diff']:+.4f}, t over seeds "
+        f"[{ncip_vs['t_lo']:+.4f}, {ncip_vs['t_hi']:+.4f}]), and {len(below)} of the five "
+        "token-level baselines are below random order beyond their interval. Against those "
+        f"baselines: {counts['win']} wins, {counts['tie']} ties, {counts['loss']} losses (both "
+        f"intervals). Algorithm 1 minus the controls: {controls}."
     )
 
 

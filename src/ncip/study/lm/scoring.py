@@ -62,6 +62,9 @@ def score_run(
     """(per-prompt table, selection record) of one fine-tuning run."""
     from tokenizers import Tokenizer
     from transformers import GPT2LMHeadModel
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # a bar per checkpoint load; lm-score has its own
 
     folders = trainer_checkpoints(checkpoints)
     sigma = [head_sigma(f) for f in folders]

@@ -63,7 +63,7 @@ def pretrain(
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         sched.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
         bar.update(1)
         bar.set_postfix_str(f"loss {losses[-1]:.3f}", refresh=False)
     bar.close()
@@ -104,6 +104,7 @@ def finetune(
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()  # its bars per saved shard; the Trainer's own bar stays
     set_seed(seed)
     model = GPT2LMHeadModel.from_pretrained(pretrained, local_files_only=True)
     tokens = np.load(data / "finetune.npy")
