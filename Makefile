@@ -3,7 +3,7 @@ SHELL := /bin/bash
 export DVC_NO_ANALYTICS := 1
 VENV := .venv/bin
 
-.PHONY: repro test test-fast setup sweep extended text lm
+.PHONY: repro test test-fast setup sweep extended epochs text lm
 
 repro:  ## set up, get the dataset, reproduce the whole pipeline
 	bash scripts/setup.sh --data
@@ -34,9 +34,13 @@ sweep:  ## sensitivity to alpha and K as queued DVC experiments (after `make rep
 	bash scripts/setup.sh
 	bash scripts/sweep.sh
 
-extended:  ## the extended CPU study (11 independent subjects, Table 5) as one DVC experiment
+extended:  ## the extended CPU study (20 subjects, 13 data sets, the primary comparison) as one DVC experiment
 	bash scripts/setup.sh
 	bash scripts/experiment.sh extended
+
+epochs:  ## three subjects at 60 and 200 epochs, 3 runs each (longer training) as one DVC experiment
+	bash scripts/setup.sh
+	bash scripts/experiment.sh epochs
 
 text:  ## the text study (WordNet glosses, fortunes; TextCNN and Transformer) as one DVC experiment
 	bash scripts/setup.sh

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # A CPU study beside the default one, as one DVC experiment: `scripts/experiment.sh NAME`
-# (`make extended`, `make text`, `make lm`) runs `ncip preset NAME`'s subjects and settings outside the
-# workspace (`dvc exp run --temp`, re-using every stage DVC has cached), then writes
-# metrics/NAME.md (its models, Table 5, per-subject intervals and what else the experiment
-# reports, with its command and time) and re-renders the report with it where this workspace
-# holds the default study's outputs. Interrupted? Run it again: DVC's run-cache restores every
+# (`make extended`, `make epochs`, `make text`, `make lm`) runs `ncip preset NAME`'s subjects
+# and settings outside the workspace (`dvc exp run --temp`, re-using every stage DVC has
+# cached), then writes metrics/NAME.md (its models, Table 5, per-subject intervals and what
+# else the experiment reports, with its command and time) and metrics/NAME.json (its numbers),
+# and re-renders the report with it where this workspace holds the default study's outputs. Interrupted? Run it again: DVC's run-cache restores every
 # stage that finished.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +33,9 @@ git show "$ref:$result" > ".dvc/tmp/$name-report.md"
 python scripts/collect_experiment.py --name "$name" --report ".dvc/tmp/$name-report.md" \
   --seconds "$seconds" --command "$cmd" --commit "$(git rev-parse --short HEAD)" \
   --out "metrics/$name.md"
+# its numbers as metrics/NAME.json, for `dvc metrics show/diff` (dvc.yaml's metrics list)
+metrics=$(python -c "from ncip.study.presets import EXPERIMENTS as E; print(E['$name'].metrics)")
+git show "$ref:$metrics" > "metrics/$name.json.tmp" && mv "metrics/$name.json.tmp" "metrics/$name.json"
 # re-render the report with the experiment's section (the report stage alone, forced), where
 # the default study's outputs are here to render it from
 if dvc status report >/dev/null 2>&1 && [ -d scores ]; then

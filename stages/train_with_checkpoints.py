@@ -51,7 +51,7 @@ def main(
         return
     cfg = TrainConfig(
         arch=s.model,
-        epochs=epochs,
+        epochs=s.epochs or epochs,  # an e<N> variant's own length
         batch_size=batch_size,
         optimizer=optimizer,
         lr=lr,

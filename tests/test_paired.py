@@ -88,11 +88,28 @@ def test_runs_are_resampled_and_verdicts_counted():
     same = out[out["method"] == "same"]
     assert (same["diff"] == 0).all() and (same["lo"] == 0).all() and (same["hi"] == 0).all()
     assert set(same["verdict"]) == {"tie"}
-    assert set(out[out["method"] == "better"]["verdict"]) == {"win"}
+    better = out[out["method"] == "better"].set_index("budget")
+    assert (better["lo"] > 0).all()  # the bootstrap says win on both budgets, but with 3 runs
+    # a win also needs the run-level t-interval above 0 (issue 40): only RAUC-50 has it
+    assert better.loc["all", "t_lo"] < 0 and better.loc["all", "verdict"] == "tie"
+    assert better.loc["50", "t_lo"] > 0 and better.loc["50", "verdict"] == "win"
     wtl = win_tie_loss(pd.concat([out.assign(subject="a", split="test"),
                                   out.assign(subject="b", split="test")]))  # fmt: skip
-    row = wtl[(wtl["method"] == "better") & (wtl["budget"] == "all")].iloc[0]
+    row = wtl[(wtl["method"] == "better") & (wtl["budget"] == "50")].iloc[0]
     assert (row["win"], row["tie"], row["loss"]) == (2, 0, 0)
+
+
+def test_one_input_resample_is_shared_by_the_runs_of_a_replicate():
+    """Runs rank the same inputs: a replicate reweighs them alike in every run it draws, so two
+    identical runs give the one-run interval, not a narrower one (independent resamples would
+    average two draws of the same input error)."""
+    fault, good, poor = _two_methods(3)
+    one = [{"ncip": (good, fault), "other": (poor, fault)}]
+    two = one * 2
+    a = paired_bootstrap(one, "ncip", (None,), resamples=400, seed=5).iloc[0]
+    b = paired_bootstrap(two, "ncip", (None,), resamples=400, seed=5).iloc[0]
+    assert b["hi"] - b["lo"] == pytest.approx(a["hi"] - a["lo"], rel=0.15)
+    assert np.isnan(a["t_lo"]) and b["t_lo"] == b["t_hi"] == pytest.approx(a["diff"])
 
 
 @pytest.mark.parametrize("budgets", [(None,), (None, 1, 7, 40)])

@@ -119,6 +119,7 @@ def test_collect_experiment_refuses_a_report_without_its_sections(tmp_path, name
 def test_collect_extended_keeps_the_tables_and_refuses_an_unfinished_report(tmp_path):
     report = tmp_path / "report.md"
     sections = [
+        "Primary comparison (fixed before the run)",
         "Models under test (paper Table 1)",
         "RAUC-ALL on clean data (paper Table 3)",
         "Significance: NCIP vs each baseline on RAUC-ALL (paper Table 5)",
@@ -133,7 +134,7 @@ def test_collect_extended_keeps_the_tables_and_refuses_an_unfinished_report(tmp_
     subprocess.run(args, check=True, capture_output=True)
     text = out.read_text()
     assert "2 min 5 s" in text and "abc" in text
-    for h in sections[:4]:
+    for h in sections[:5]:
         assert f"### {h}" in text and f"body of {h}" in text
     assert "Tied scores" not in text
     report.write_text("# r\n\n## Models under test (paper Table 1)\n\nonly this\n")

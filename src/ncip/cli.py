@@ -16,7 +16,7 @@ app = typer.Typer(add_completion=False, help=__doc__, no_args_is_help=True)
 
 # third-party packages only the study needs (pyproject's `study` extra)
 STUDY_PACKAGES = {"dvc", "scipy", "sklearn", "xgboost", "torchattacks", "seaborn", "mlxtend",
-                  "mnist1d", "submitit", "transformers", "accelerate"}  # fmt: skip
+                  "mnist1d", "submitit", "transformers", "accelerate", "rdata"}  # fmt: skip
 
 
 def needs_study(fn):

@@ -291,19 +291,22 @@ def paired_intervals(
     table = table[table["repeat"] == 0]
     for (subject, split), g in table.groupby(["subject", "split"], sort=True):
         runs = []
+        position: pd.Index | None = None  # sample id -> one index for every run and method,
+        # so one input resample is one for all runs (the bootstrap shares it across runs)
         for _, gr in g.groupby("run", sort=True):
-            position: pd.Index | None = None  # sample id -> common index, from the first method
             by_method = {}
             for method, gm in gr.groupby("method", sort=True):
                 ids = gm["sample_id"]
                 if position is None:
                     position = pd.Index(ids)
-                    fault = (gm["label"] != gm["pred"]).to_numpy()
                     if not position.is_unique:
                         raise InputError(f"{subject} {split}: {method} scores an input twice")
                 idx = position.get_indexer(ids)
                 if len(ids) != len(position) or (idx < 0).any():
                     raise InputError(f"{subject} {split}: {method} scores other inputs")
+                if not by_method:  # this run's faults, in the common index
+                    fault = np.zeros(len(position), dtype=bool)
+                    fault[idx] = (gm["label"] != gm["pred"]).to_numpy()
                 # the metrics' own order (row order and seeded tie-break), in common indices
                 order = idx[order_from_scores(gm["score"].to_numpy(), seed)]
                 by_method[method] = (order, fault)
@@ -320,5 +323,6 @@ def paired_intervals(
     # releases the GIL in the resampling's array work) gives the serial loop's numbers
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         out = list(pool.map(one, jobs))
-    cols = ["subject", "split", "budget", "method", "diff", "lo", "hi", "verdict", "resamples"]
+    cols = ["subject", "split", "budget", "method", "diff", "lo", "hi", "t_lo", "t_hi", "verdict",
+            "resamples"]  # fmt: skip
     return pd.concat(out, ignore_index=True)[cols] if out else pd.DataFrame(columns=cols)

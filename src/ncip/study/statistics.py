@@ -158,6 +158,23 @@ def bootstrap_chunk(n: int) -> int:
     return int(min(100, max(10, 2**18 // max(n, 1))))
 
 
+T_RUNS_BELOW = 5  # with fewer runs, a verdict also needs the run-level t-interval
+
+
+def t_interval(d: ArrayLike, level: float = 0.95) -> tuple[float, float]:
+    """The t-interval of the mean of the per-run differences ``d`` (NaN with one run, or with
+    identical differences: no seed variance to estimate)."""
+    d = np.asarray(d, dtype=np.float64)
+    d = d[np.isfinite(d)]
+    if len(d) < 2:
+        return float("nan"), float("nan")
+    sd = np.std(d, ddof=1)
+    if sd == 0:
+        return float(d.mean()), float(d.mean())
+    half = stats.t.ppf(0.5 + level / 2, len(d) - 1) * sd / np.sqrt(len(d))
+    return float(d.mean() - half), float(d.mean() + half)
+
+
 def paired_bootstrap(
     runs: list[dict[str, tuple[np.ndarray, np.ndarray]]],
     reference: str,
@@ -167,63 +184,81 @@ def paired_bootstrap(
     chunk: int | None = None,
 ) -> pd.DataFrame:
     """NCIP (``reference``) minus each other method, per RAUC budget, with a 95% interval from a
-    paired hierarchical bootstrap: resample the runs, then each chosen run's test inputs, with
-    the same input resample for every method (the pairing). ``runs[r][method]`` is
-    ``(order, fault)``: the method's ranking of run r's inputs (indices, best first) and each
-    input's fault flag. Returns one row per (method, budget): the observed mean difference over
-    runs, the 2.5% and 97.5% bootstrap quantiles, and the number of resamples. ``chunk``
-    resamples are weighed at a time (default: :func:`bootstrap_chunk` of the run's size); it
-    changes the speed, never the numbers."""
+    paired hierarchical bootstrap: each replicate draws the runs, and **one** resample of the
+    test inputs shared by every run it drew (the runs rank the same inputs, indexed alike, so
+    their input error is shared, not independent) and by every method (the pairing).
+    ``runs[r][method]`` is ``(order, fault)``: the method's ranking of the inputs (indices, best
+    first) and each input's fault flag. Returns one row per (method, budget): the observed mean
+    difference over runs, the 2.5% and 97.5% bootstrap quantiles, the run-level t-interval
+    (:func:`t_interval`; NaN with one run), and the verdict: a win or loss needs the bootstrap
+    interval to exclude 0 and, with 2 to T_RUNS_BELOW - 1 runs, the t-interval too. ``chunk``
+    replicates are weighed at a time (default: :func:`bootstrap_chunk`); it changes the speed,
+    never the numbers (replicate b's inputs come from its own seeded generator)."""
     R = len(runs)
     if R == 0:
         raise InputError("no runs to resample")
+    N = len(next(iter(runs[0].values()))[1])
+    for r, by_method in enumerate(runs):
+        for m, (order, fault) in by_method.items():
+            if len(order) != N or len(fault) != N:
+                raise InputError(f"run {r}: {m} ranks {len(order)} inputs, not {N} as run 0")
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, R, size=(resamples, R))  # the runs of each resample
     methods = [m for m in runs[0] if m != reference]
     # diffs[m][budget][b, j]: the difference on the j-th run drawn in resample b
     diffs = {m: {n: np.empty((resamples, R)) for n in budgets} for m in methods}
     observed: dict = {m: {n: [] for n in budgets} for m in methods}
-    for r, by_method in enumerate(runs):
-        slots = np.argwhere(picks == r)  # (b, j) pairs that drew run r
-        N = len(next(iter(by_method.values()))[1])
-        for m in methods + [reference]:
-            if len(by_method[m][0]) != N:
-                raise InputError(f"run {r}: {m} ranks {len(by_method[m][0])} inputs, not {N}")
-        ones = np.ones((1, N), dtype=np.int32)
-        step = chunk or bootstrap_chunk(N)
+    ones = np.ones((1, N), dtype=np.int32)
+    for by_method in runs:
         ref_obs = resampled_rauc(by_method[reference][1], by_method[reference][0], ones, budgets)
         for m in methods:
             obs = resampled_rauc(by_method[m][1], by_method[m][0], ones, budgets)
             for n in budgets:
                 observed[m][n].append(ref_obs[n][0] - obs[n][0])
-        for start in range(0, len(slots), step):
-            part = slots[start : start + step]
-            w = np.stack([np.bincount(rng.integers(0, N, N), minlength=N) for _ in part])
-            w = w.astype(weight_dtype(N))  # once, not once per method
+    step = chunk or bootstrap_chunk(N)
+    for start in range(0, resamples, step):
+        stop = min(resamples, start + step)
+        w = np.stack(
+            [
+                np.bincount(np.random.default_rng([seed, b]).integers(0, N, N), minlength=N)
+                for b in range(start, stop)
+            ]
+        ).astype(weight_dtype(N))
+        for r, by_method in enumerate(runs):
+            slots = np.argwhere(picks[start:stop] == r)  # (b - start, j) that drew run r
+            if not len(slots):
+                continue
+            rows = w[slots[:, 0]]
             o_ref, f_ref = by_method[reference]
-            ref = resampled_rauc(f_ref, o_ref, w, budgets)
+            ref = resampled_rauc(f_ref, o_ref, rows, budgets)
             for m in methods:
                 order, fault = by_method[m]
-                got = resampled_rauc(fault, order, w, budgets)
+                got = resampled_rauc(fault, order, rows, budgets)
                 for n in budgets:
-                    diffs[m][n][part[:, 0], part[:, 1]] = ref[n] - got[n]
-    rows = []
+                    diffs[m][n][slots[:, 0] + start, slots[:, 1]] = ref[n] - got[n]
+    rows_out = []
     for m in methods:
         for n in budgets:
             stat = np.nanmean(diffs[m][n], axis=1)
             lo, hi = np.nanquantile(stat, [0.025, 0.975])
-            rows.append(
+            t_lo, t_hi = t_interval(observed[m][n])
+            both = 2 <= R < T_RUNS_BELOW
+            win = lo > 0 and (not both or t_lo > 0)
+            loss = hi < 0 and (not both or t_hi < 0)
+            rows_out.append(
                 {
                     "method": m,
                     "budget": "all" if n is None else str(int(n)),
                     "diff": float(np.nanmean(observed[m][n])),
                     "lo": float(lo),
                     "hi": float(hi),
+                    "t_lo": t_lo,
+                    "t_hi": t_hi,
                     "resamples": resamples,
-                    "verdict": "win" if lo > 0 else "loss" if hi < 0 else "tie",
+                    "verdict": "win" if win else "loss" if loss else "tie",
                 }
             )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows_out)
 
 
 def win_tie_loss(paired: pd.DataFrame) -> pd.DataFrame:
@@ -236,3 +271,60 @@ def win_tie_loss(paired: pd.DataFrame) -> pd.DataFrame:
         .reindex(columns=["win", "tie", "loss"], fill_value=0)
     )
     return counts.reset_index()
+
+
+# The primary comparison, fixed before any run of the extended study (issue 40): NCIP against
+# the strongest confidence score (Entropy) on clean RAUC-ALL, one value per data set (subjects
+# on one data set share their test inputs: they are one unit), two-sided; the median difference
+# over data sets with a distribution-free 95% interval, and equivalence within +-MARGIN. The
+# other baselines are secondary (Holm, Table 5).
+PRIMARY = {"method": "ncip", "against": "entropy", "metric": "rauc_all", "margin": 0.01}
+PRIMARY_LEVEL = 0.95
+
+
+def median_interval(x: ArrayLike, level: float = PRIMARY_LEVEL) -> tuple[float, float, float]:
+    """A distribution-free interval for the median of ``x``: the order statistics
+    ``[x_(k), x_(n+1-k)]`` with the largest k whose coverage (from the Binomial(n, 1/2)
+    distribution of the count below the median) is at least ``level``. Returns (low, high,
+    coverage); with too few values for that level, the range with its coverage."""
+    v = np.sort(np.asarray(x, dtype=np.float64))
+    n = len(v)
+    if n == 0:
+        raise InputError("no values for a median interval")
+    best = 1
+    for k in range(1, n // 2 + 1):
+        if 1 - 2 * stats.binom.cdf(k - 1, n, 0.5) >= level:
+            best = k
+    coverage = float(1 - 2 * stats.binom.cdf(best - 1, n, 0.5))
+    return float(v[best - 1]), float(v[n - best]), coverage
+
+
+def primary_comparison(by_dataset: pd.Series, margin: float = PRIMARY["margin"]) -> dict:
+    """The primary result from one difference per data set: the median, its interval, the
+    two-sided Wilcoxon signed-rank p, and the verdict against the equivalence margin."""
+    d = by_dataset.dropna()
+    lo, hi, coverage = median_interval(d.to_numpy())
+    p = float("nan")
+    if len(d) >= 2 and np.any(d.to_numpy() != 0):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            p = float(stats.wilcoxon(d.to_numpy(), alternative="two-sided").pvalue)
+    if -margin < lo and hi < margin:
+        verdict = "equivalent"
+    elif lo > 0:
+        verdict = "better"
+    elif hi < 0:
+        verdict = "worse"
+    else:
+        verdict = "inconclusive"
+    return {
+        "datasets": int(len(d)),
+        "median": float(np.median(d)),
+        "low": lo,
+        "high": hi,
+        "coverage": coverage,
+        "p_two_sided": p,
+        "margin": margin,
+        "verdict": verdict,
+        "by_dataset": {str(k): float(v) for k, v in d.items()},
+    }

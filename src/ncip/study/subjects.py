@@ -1,7 +1,10 @@
 """Subjects: dataset-model pairs named ``<dataset>-<model>[-<variant>]``, e.g. ``fmnist-lenet5``.
 
 The optional variant selects a calibrated training recipe (paper Fig. 4a): ``mixup`` or ``ls``
-(label smoothing). A subject listed under ``external`` in params.yaml is a model trained
+(label smoothing), or a training length: ``e<N>`` trains for N epochs instead of
+``train.epochs`` (``fmnist-lenet5-e200``: the paper's 200 epochs beside the default 60, one
+subject's two lengths compared run by run; a table reaching the terminal phase later than the
+images). A subject listed under ``external`` in params.yaml is a model trained
 elsewhere (:mod:`ncip.study.external`); its name is free.
 """
 
@@ -26,6 +29,17 @@ class Subject:
     model: str
     variant: str | None = None
     external: bool = False
+
+    @property
+    def epochs(self) -> int | None:
+        """The epochs an ``e<N>`` variant trains for (None: ``train.epochs``)."""
+        return epoch_variant(self.variant)
+
+
+def epoch_variant(variant: str | None) -> int | None:
+    if variant and variant[0] == "e" and variant[1:].isdigit() and int(variant[1:]) >= 2:
+        return int(variant[1:])
+    return None
 
 
 def parse_subject(name: str, external: dict | None = None) -> Subject:
@@ -56,10 +70,10 @@ def parse_subject(name: str, external: dict | None = None) -> Subject:
             f"subject {name!r}: {dataset} is a {wanted} dataset but {model} is a "
             f"{model_kind(model)} model; choose one of {', '.join(list_models(wanted))}"
         )
-    if variant is not None and variant not in VARIANTS:
+    if variant is not None and variant not in VARIANTS and epoch_variant(variant) is None:
         raise InputError(
             f"subject {name!r}: unknown training variant {variant!r}; choose one of "
-            f"{', '.join(VARIANTS)} or none"
+            f"{', '.join(VARIANTS)}, e<N> (N epochs, N >= 2) or none"
         )
     return Subject(name, dataset, model, variant)
 

@@ -5,7 +5,8 @@ method with two intervals.
 - **Paired bootstrap** (:func:`ncip.study.statistics.paired_bootstrap`, 1,000 resamples):
   the seeds, then each seed's prompts, one prompt resample shared by the methods;
 - **t-interval over the seeds** of the per-seed differences (with three seeds, 2 degrees of
-  freedom: wide). A difference counts as a win or a loss only where both intervals exclude 0.
+  freedom: wide). A difference counts as a win or a loss only where both intervals exclude 0
+  (the rule of :func:`ncip.study.statistics.paired_bootstrap` for fewer than 5 runs).
 
 A failure is a continuation whose BLEU-2 is at or below the threshold of the rule (the seed's
 test-prompt median, the primary rule; a fixed 0.1, the sensitivity row): each seed's final
@@ -16,14 +17,12 @@ methods: with a failure rate f, RAUC-ALL of a random order is about 1 / (2 - f).
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
-from scipy import stats as st
 
 from ncip.core.metrics import expected_random_rauc, order_from_scores, rauc
 from ncip.core.sequences import failures
 from ncip.study.lm.models import CONTROLS, FAILURE_RULES, PRIMARY_RULE
-from ncip.study.statistics import paired_bootstrap
+from ncip.study.statistics import paired_bootstrap, t_interval
 
 BUDGETS = (100, 500, None)
 NAMES = {
@@ -72,11 +71,7 @@ def evaluate(tables: dict[int, pd.DataFrame], seed: int = 0) -> dict:
         df = pd.DataFrame(per_run)
         paired = paired_bootstrap(orders, "ncip", BUDGETS, RESAMPLES, seed)
         rows = []
-        for p in paired.itertuples():
-            b = None if p.budget == "all" else int(p.budget)
-            d = df[f"ncip:{_budget(b)}"] - df[f"{p.method}:{_budget(b)}"]
-            lo, hi = _t_interval(d.to_numpy())
-            both = "win" if p.lo > 0 and lo > 0 else "loss" if p.hi < 0 and hi < 0 else "tie"
+        for p in paired.itertuples():  # the verdict needs both intervals (3 seeds < 5)
             rows.append(
                 {
                     "method": p.method,
@@ -84,15 +79,15 @@ def evaluate(tables: dict[int, pd.DataFrame], seed: int = 0) -> dict:
                     "diff": p.diff,
                     "boot_lo": p.lo,
                     "boot_hi": p.hi,
-                    "t_lo": lo,
-                    "t_hi": hi,
-                    "verdict": both,
+                    "t_lo": p.t_lo,
+                    "t_hi": p.t_hi,
+                    "verdict": p.verdict,
                 }
             )
         vs_random = {}
         for m in NAMES:  # a method against the expected random order, per seed
             d = (df[f"{m}:all"] - df["random:all"]).to_numpy()
-            lo, hi = _t_interval(d)
+            lo, hi = t_interval(d)
             vs_random[m] = {"diff": float(d.mean()), "t_lo": lo, "t_hi": hi}
         out["rules"][_rule_name(rule)] = {
             "per_run": df.to_dict(orient="records"),
@@ -101,13 +96,6 @@ def evaluate(tables: dict[int, pd.DataFrame], seed: int = 0) -> dict:
             "vs_random": vs_random,
         }
     return out
-
-
-def _t_interval(d: np.ndarray) -> tuple[float, float]:
-    if len(d) < 2 or np.std(d, ddof=1) == 0:
-        return float("nan"), float("nan")
-    half = st.t.ppf(0.975, len(d) - 1) * np.std(d, ddof=1) / np.sqrt(len(d))
-    return float(d.mean() - half), float(d.mean() + half)
 
 
 def metrics_summary(result: dict) -> dict:

@@ -59,9 +59,10 @@ def read_inputs(params: Path, metrics_dir: Path, scores: Path, plots_dir: Path) 
     mean, std = aggregate(per_order)
     methods = [m for m in baselines() + ["ncip"] if m in set(mean["method"])]
     # Table 5: NCIP vs each baseline, paired over the independent subjects (means over runs;
-    # calibration variants of a subject are the same data and architecture, so they are left
-    # out), and over their (subject, run) pairs as a descriptive check
-    independent = [s for s in subjects if not parse_subject(s, external).variant]
+    # a variant of a subject in the study, calibrated or trained longer, is the same data and
+    # architecture, so it is left out), and over their (subject, run) pairs as a descriptive
+    # check
+    independent = independent_subjects(subjects, external)
     test_mean = mean[(mean["split"] == "test") & mean["subject"].isin(independent)]
     wide = test_mean.pivot(index="subject", columns="method", values="rauc_all")[methods]
     test_order = per_order[(per_order["split"] == "test") & per_order["subject"].isin(independent)]
@@ -130,3 +131,13 @@ def weak_table(r: ReportInputs) -> pd.DataFrame:
     """Fig. 9's data: checkpoints x subject NCIP RAUC-ALL (mean over runs)."""
     w = r.weak.groupby(["subject", "checkpoints"])["rauc_all"].mean().unstack("subject")
     return w.reset_index()
+
+
+def independent_subjects(subjects: list[str], external: dict | None = None) -> list[str]:
+    """The subjects that are not a variant of another subject of the study."""
+    out = []
+    for s in subjects:
+        v = parse_subject(s, external)
+        if not v.variant or s.rsplit("-", 1)[0] not in subjects:
+            out.append(s)
+    return out

@@ -70,7 +70,27 @@ def _interval_cells(cell: pd.DataFrame, method: str, subjects: list[str]) -> lis
     return out
 
 
-def paired_section(paired: pd.DataFrame, subjects: list[str]) -> list[str]:
+def runs_sentence(runs: int) -> str:
+    """What the intervals hold, for this many training runs (issue 40)."""
+    from ncip.study.statistics import T_RUNS_BELOW
+
+    if runs == 1:
+        return (
+            "With one run per subject the intervals hold the test inputs' variance only, no "
+            "training-seed variance: a win says NCIP ranked this model's inputs better, not that "
+            "it would on another training of the same subject."
+        )
+    rule = (
+        f"With {runs} runs (fewer than {T_RUNS_BELOW}) a win or loss also needs the run-level "
+        "t-interval (the per-run differences) to exclude 0, since the bootstrap's run level "
+        "then has few values to draw from."
+        if runs < T_RUNS_BELOW
+        else ""
+    )
+    return rule
+
+
+def paired_section(paired: pd.DataFrame, subjects: list[str], runs: int = 3) -> list[str]:
     """NCIP minus each method per subject with its 95% interval, and win/tie/loss counts."""
     from ncip.study.statistics import win_tie_loss
 
@@ -80,12 +100,12 @@ def paired_section(paired: pd.DataFrame, subjects: list[str]) -> list[str]:
         "",
         f"Mean over runs of NCIP's value minus the method's, and a 95% interval from a paired "
         f"hierarchical bootstrap: {rs} resamples, each drawing the runs with replacement and "
-        "then, within each run drawn, the test inputs with replacement; both methods are "
-        "evaluated on the same resample. The orders are the metrics' own (the seeded "
+        "one resample of the test inputs, shared by every run drawn (the runs rank the same "
+        "inputs) and by both methods. The orders are the metrics' own (the seeded "
         "tie-break); RS enters with its first seed. Above 0: NCIP better. **win**: the interval "
-        "lies above 0, **loss**: below 0, tie: it covers 0. With three runs the run level of "
-        "the resampling is coarse; the interval is a description of this study's spread, not "
-        "a test over subjects.",
+        "lies above 0, **loss**: below 0, tie: it covers 0. "
+        + runs_sentence(runs)
+        + " The interval describes this study's subjects; it is no test over subjects.",
         "",
     ]
     order = method_order(set(paired["method"]))

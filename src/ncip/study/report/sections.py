@@ -16,10 +16,12 @@ from ncip.study.report.agreement import (
     tie_markdown,
     tie_paragraph,
 )
+from ncip.study.report.collapse import epochs_section, training_section
 from ncip.study.report.common import column_of, cost_table, not_run_markdown, side_by_side
 from ncip.study.report.inputs import ReportInputs
 from ncip.study.report.paired import paired_paragraph, paired_section
 from ncip.study.report.paired import selection_control_section as selection_control
+from ncip.study.report.primary import primary_section
 from ncip.study.report.retraining import (
     recipes_markdown,
     retrain_markdown,
@@ -32,7 +34,7 @@ from ncip.study.report.significance import (
     significance_markdown,
     significance_paragraph,
 )
-from ncip.study.subjects import parse_subject
+from ncip.study.subjects import VARIANTS, parse_subject
 
 
 def _paper_epochs(r: ReportInputs) -> str:
@@ -112,45 +114,6 @@ def table1_section(r: ReportInputs) -> list[str]:
     return L + [""]
 
 
-TERMINAL_ACCURACY = 0.99  # training accuracy taken as the terminal phase (issue 40)
-
-
-def training_section(r: ReportInputs) -> list[str]:
-    """Every subject's final training accuracy and its sigma_cos over training (means over
-    runs): how far each model is into the terminal phase, where neural collapse is defined."""
-    h = r.training
-    if h.empty:
-        return []
-    L = [
-        "## Training: accuracy and sigma_cos",
-        "",
-        "Means over runs. sigma_cos is the spread of the cosines between the head's class "
-        "vectors (Eq. 5; falling = collapsing towards equiangularity), at the first epoch, at "
-        "50% and 90% of training and at the end; 'terminal' marks a final training accuracy "
-        f"of at least {TERMINAL_ACCURACY:.0%} in every run, the terminal phase of training "
-        "where neural collapse is defined.",
-        "",
-        "| Subject | epochs | train acc | test acc | sigma_cos: first | 50% | 90% | final | "
-        "terminal |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
-    ]
-    for s in r.subjects:
-        g = h[h["subject"] == s]
-        if g.empty:
-            continue
-        m = int(g["epoch"].max())
-        sigma = g.groupby("epoch")["sigma_cos"].mean()
-        final = g[g["epoch"] == m]
-        sig = [sigma.get(e, np.nan) for e in (1, max(1, round(0.5 * m)), max(1, round(0.9 * m)), m)]
-        terminal = "yes" if (final["train_acc"] >= TERMINAL_ACCURACY).all() else "no"
-        L.append(
-            f"| {s} | {m} | {final['train_acc'].mean():.4f} | {final['test_acc'].mean():.4f} | "
-            + " | ".join(f"{v:.4f}" for v in sig)
-            + f" | {terminal} |"
-        )
-    return L + [""]
-
-
 def _side(r: ReportInputs, split: str, metric: str, ref: dict, methods, subjects=None, digits=3):
     subjects = r.subjects if subjects is None else subjects
     return side_by_side(r.mean, split, metric, ref, methods, subjects, digits, r.sd, r.aliases)
@@ -214,7 +177,7 @@ def table6_section(r: ReportInputs) -> list[str]:
 
 
 def paired_intervals_section(r: ReportInputs) -> list[str]:
-    return [] if r.paired.empty else paired_section(r.paired, r.subjects)
+    return [] if r.paired.empty else paired_section(r.paired, r.subjects, len(r.runs))
 
 
 def table7_8_section(r: ReportInputs) -> list[str]:
@@ -263,7 +226,7 @@ def ties_section(r: ReportInputs) -> list[str]:
 
 def calibration_section(r: ReportInputs) -> list[str]:
     """Paper Fig. 4a: plain, mixup and label-smoothing variants of one subject."""
-    variants = [s for s in r.subjects if parse_subject(s, r.external).variant]
+    variants = [s for s in r.subjects if parse_subject(s, r.external).variant in VARIANTS]
     if not variants:
         return []
     bases = sorted({s.rsplit("-", 1)[0] for s in variants} & set(r.subjects))
@@ -468,9 +431,11 @@ def figures_section(r: ReportInputs) -> list[str]:
 # The report's sections in order; each reads only the ReportInputs
 SECTIONS = (
     header_section,
+    primary_section,
     summary_section,
     table1_section,
     training_section,
+    epochs_section,
     table3_4_section,
     table5_section,
     table6_section,

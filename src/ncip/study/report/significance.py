@@ -59,8 +59,11 @@ def significance_markdown(table: pd.DataFrame, unit: str) -> str:
 
 
 def significance_record(r: ReportInputs) -> dict:
+    from ncip.study.report.primary import primary_result
+
     m = len(r.sig)
     return {
+        "primary": primary_result(r),
         "subjects": r.independent,
         "attainable": attainable(len(r.independent), m) if m else {},
         "by_subject": r.sig.to_dict(orient="records"),
@@ -122,6 +125,7 @@ def extended_significance_sentence(extended: str | None) -> str:
 
 # The sections of an experiment's report that metrics/NAME.md keeps (headings' beginnings)
 EXTENDED_SECTIONS = (
+    "Primary comparison",
     "Models under test",
     "RAUC-ALL on clean data",
     "Significance:",
@@ -129,6 +133,7 @@ EXTENDED_SECTIONS = (
 )
 EXPERIMENT_SECTIONS = {
     "extended": EXTENDED_SECTIONS,
+    "epochs": ("Models under test", "Training: accuracy and sigma_cos", "Longer training"),
     "text": (
         *EXTENDED_SECTIONS,
         "Ablation: RAUC-ALL",
@@ -136,7 +141,12 @@ EXPERIMENT_SECTIONS = {
         "Training: accuracy and sigma_cos",
     ),
 }
-OPTIONAL_SECTIONS = ("What could not run",)  # kept where the experiment's report has them
+OPTIONAL_SECTIONS = (
+    "What could not run",
+    "Training: accuracy and sigma_cos",
+    "Longer training",
+    "Selection control",
+)  # kept where the experiment's report has them
 
 
 def markdown_sections(text: str) -> dict[str, str]:

@@ -1,0 +1,65 @@
+"""End to end (issue 40): UCI tables through every stage of `dvc repro`, a subject beside its
+longer-trained variant (`-e<N>`), two runs: the report opens with the pre-registered primary
+comparison over data sets, shows the longer-training section, and the paired intervals carry
+the run-level t-interval."""
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import yaml
+from helpers import ROOT, copy_plot_templates, copy_project, dvc_env
+
+from ncip.study.datasets import uci
+
+HAVE = all(
+    (ROOT / "data" / "raw" / "r-cran" / p / "data").is_dir() or (uci.SYSTEM_R / p / "data").is_dir()
+    for p in ("mlbench", "kernlab")
+)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not HAVE, reason="r-cran data not here (scripts/setup.sh downloads it)"),
+]
+
+
+def run(cmd, cwd, env):
+    r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=3600)
+    assert r.returncode == 0, f"{' '.join(cmd)} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    return r.stdout + r.stderr
+
+
+def test_tables_and_a_longer_variant_run_through_every_stage(tmp_path):
+    import shutil
+
+    d = tmp_path
+    copy_project(d)
+    shutil.copytree(ROOT / "data" / "raw" / "r-cran", d / "data" / "raw" / "r-cran")
+    params = yaml.safe_load((d / "params.yaml").read_text())
+    params.update(k=3, subjects=["vehicle-mlp", "vehicle-mlp-e8", "vowel-mlp"], runs=[0, 1])
+    params["train"]["epochs"] = 5
+    params["baselines"].update(random={"repeats": 2}, dropout={"samples": 10})
+    params["analysis"].update(weak_steps="2", tsne_points=100)
+    params["attack"]["attacks"] = "fgsm"
+    params["retrain"]["runs"] = []
+    (d / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    env = dvc_env()
+    dvc = [sys.executable, "-m", "dvc"]
+    run(["git", "init", "-q"], d, env)
+    run(dvc + ["init", "-q"], d, env)
+    copy_plot_templates(d)
+    run(["git", "add", "-A"], d, env)
+    run(["git", "commit", "-qm", "init"], d, env)
+    run(dvc + ["repro"], d, env)
+    hist = pd.read_csv(d / "records" / "training" / "vehicle-mlp-e8-run-1.csv")
+    assert hist["epoch"].max() == 8  # the variant's own length
+    report = (d / "metrics" / "report.md").read_text()
+    assert report.index("## Primary comparison") < report.index("## Summary")
+    assert "Over 2 independent data sets: median NCIP - Entropy" in report
+    assert "## Longer training: NCIP's gain over Entropy" in report
+    assert "| vehicle-mlp | 5 |" in report and "a win or loss also needs the run-level" in report
+    paired = pd.read_csv(d / "metrics" / "paired.csv")
+    assert {"t_lo", "t_hi"} <= set(paired.columns)
+    sig = json.loads((d / "metrics" / "significance.json").read_text())
+    assert sig["primary"]["datasets"] == 2 and sig["subjects"] == ["vehicle-mlp", "vowel-mlp"]
