@@ -235,3 +235,88 @@ def test_prune_on_a_one_logit_model_keeps_the_last_k(tmp_path):
         "epoch_5.safetensors",
         "epoch_6.safetensors",
     ]
+
+
+def test_what_rank_says_about_a_late_start_and_unread_ema_weights(run, tmp_path):
+    """Further problems users would not find (issue 39): a history whose first checkpoints
+    were deleted (save_total_limit) and files holding EMA weights beside the raw ones."""
+    for e in (1, 2):
+        (run / "ck" / f"epoch_{e}.safetensors").unlink()
+    r = rank_inputs(run, run / "x.npy", "--quiet")
+    assert r.exit_code == 0, r.output
+    said = " ".join(r.output.split())
+    assert "these 3 checkpoints start at epoch 3: about 2 earlier one(s) are gone" in said
+    from safetensors.torch import load_file
+
+    ema = tmp_path / "ema"
+    ema.mkdir()
+    for e in (3, 4, 5):
+        state = load_file(run / "ck" / f"epoch_{e}.safetensors")
+        blob = {"state_dict": state, "state_dict_ema": state, "epoch": e}
+        torch.save(blob, ema / f"epoch_{e}.pt")
+    r = runner.invoke(
+        app,
+        ["rank", str(ema), "--model", f"{run / 'mlp.py'}:build", "--inputs", str(run / "x.npy"),
+         "--out", str(run / "e.csv"), "--k", "2", "--quiet", "--allow-uneven"],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "every checkpoint also holds EMA weights: ranked on the raw ones" in " ".join(
+        r.output.split()
+    )
+
+
+def test_an_image_folder_of_mixed_sizes_is_refused_with_the_counts(run):
+    from PIL import Image
+
+    imgs = run / "imgs"
+    imgs.mkdir()
+    for i in range(5):
+        Image.new("L", (16, 16) if i < 3 else (20, 12)).save(imgs / f"{i}.png")
+    r = rank_inputs(run, imgs, "--quiet")
+    assert r.exit_code == 2, r.output
+    assert "the images have 2 sizes (16x16 (3), 20x12 (2)); resize them" in " ".join(
+        r.output.split()
+    )
+
+
+EMB_LAST = """
+import torch.nn as nn
+
+
+class Net(nn.Module):  # the head is declared before the embedding it follows
+    def __init__(self, num_classes=4):
+        super().__init__()
+        self.head = nn.Linear(8, num_classes)
+        self.emb = nn.Embedding(50, 8)
+
+    def forward(self, x):
+        return self.head(self.emb(x).mean(1))
+"""
+
+
+def test_token_ids_for_a_model_declaring_its_embedding_after_its_head(tmp_path):
+    (tmp_path / "embnet.py").write_text(EMB_LAST)
+    import sys
+
+    sys.path.insert(0, str(tmp_path))
+    try:
+        from embnet import Net
+    finally:
+        sys.path.pop(0)
+    torch.manual_seed(0)
+    net = Net()
+    (tmp_path / "ck").mkdir()
+    for e in range(1, 5):
+        with torch.no_grad():
+            for p in net.parameters():
+                p.add_(0.05 * torch.randn_like(p))
+        state = {k: v.contiguous() for k, v in net.state_dict().items()}
+        save_file(state, tmp_path / "ck" / f"epoch_{e}.safetensors", metadata={"epoch": str(e)})
+    np.save(tmp_path / "ids.npy", np.random.default_rng(0).integers(0, 50, (30, 12)))
+    r = runner.invoke(
+        app,
+        ["rank", str(tmp_path / "ck"), "--model", f"{tmp_path / 'embnet.py'}:Net", "--inputs",
+         str(tmp_path / "ids.npy"), "--out", str(tmp_path / "r.csv"), "--k", "2"],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "token ids passed as int64, unscaled" in " ".join(r.output.split())

@@ -66,32 +66,30 @@ def compare_scores(
 
 
 def verdict(ev: pd.DataFrame) -> str:
-    """One honest sentence: did NCIP beat the final model's margin (and the others) here?"""
+    """Two honest sentences: did NCIP beat the best other order here, and by how much does it
+    differ from the final model's margin alone?"""
     r = ev.set_index("method")["rauc_all"]
     if ev["faults"].iloc[0] == 0:
         return "the model gets every labelled input right: there is nothing to rank"
     if ev["faults"].iloc[0] == ev["inputs"].iloc[0]:
         return "every input counts as a fault: every order scores the same; nothing to rank"
     best_other = r.drop("NCIP").idxmax()
-    gap, lead = r["NCIP"] - r["Margin"], r["NCIP"] - r[best_other]
-    vs_margin = f"{gap:+.3f} against the final model's margin alone"
-    if "fault" in ev:  # a failure rule, not misclassification: random order's score says much
-        vs_margin += f"; random order {r['Random']:.3f}"
+    lead = r["NCIP"] - r[best_other]
     if abs(lead) < 0.0005:
-        return (
-            f"NCIP ties {best_other} on RAUC-ALL ({r['NCIP']:.3f}; {vs_margin}): here the "
-            "checkpoints add little beyond the final model's confidence"
+        first = f"NCIP ties {best_other} on RAUC-ALL ({r['NCIP']:.3f})"
+    elif lead > 0:
+        first = f"NCIP is best on RAUC-ALL ({r['NCIP']:.3f}, {lead:+.3f} over {best_other})"
+    else:
+        first = (
+            f"NCIP does not beat {best_other} on this model (RAUC-ALL {r['NCIP']:.3f} against "
+            f"{r[best_other]:.3f})"
         )
-    if lead > 0:
-        return (
-            f"NCIP is best on RAUC-ALL ({r['NCIP']:.3f}, {lead:+.3f} over {best_other}; "
-            f"{vs_margin})"
-        )
-    return (
-        f"NCIP does not beat {best_other} on this model (RAUC-ALL {r['NCIP']:.3f} against "
-        f"{r[best_other]:.3f}; {vs_margin}): here the checkpoints add little beyond the "
-        "final model's confidence"
-    )
+    second = f"NCIP minus the final model's margin alone: {r['NCIP'] - r['Margin']:+.3f}"
+    if "fault" in ev:  # a failure rule, not misclassification: random order's score says much
+        second += f"; random order scores {r['Random']:.3f}"
+    if lead <= 0.0005 and best_other != "Random":
+        second += "; here the checkpoints add little beyond the final model's confidence"
+    return f"{first}. {second}."
 
 
 def _header(ev: pd.DataFrame, n: int, faults: int) -> str:

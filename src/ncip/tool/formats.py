@@ -42,7 +42,7 @@ from ncip.core.checkpoints import (
 )
 from ncip.tool.order import ORDERS, list_order, natural_key, training_order, warn_if_contradicted
 from ncip.tool.tensors import HF_WEIGHT_FILES, read_tensors
-from ncip.tool.unpickle import _classify_pickle, torch_load
+from ncip.tool.unpickle import _classify_pickle, _is_ema_name, _is_state_dict, torch_load
 
 # The names a Hugging Face Trainer (and similar tools) give to files that hold no model
 # weights; they are skipped without being opened (training_args.bin needs arbitrary unpickling).
@@ -76,6 +76,7 @@ class Checkpoint:
     epoch: int | None = None
     step: int | None = None
     container_key: str | None = None  # the dict key holding the state dict
+    has_ema: bool = False  # a dict that also holds EMA weights (not read without --ema)
     meta: CheckpointMeta | None = field(default=None, compare=False)  # ncip files only
     label: str | None = field(default=None, compare=False)  # where file names repeat
 
@@ -226,7 +227,12 @@ def inspect_file(
         epoch = _int_or_none(obj.get("epoch"))
         # Lightning's global_step, DeepSpeed's global_steps, a plain loop's step
         step = _int_or_none(obj.get("global_step", obj.get("global_steps", obj.get("step"))))
-    return Checkpoint(p, fmt, epoch=epoch, step=step, container_key=key), ""
+    has_ema = (
+        not ema
+        and isinstance(obj, Mapping)
+        and any(_is_ema_name(k) and _is_state_dict(obj[k]) for k in obj if isinstance(k, str))
+    )
+    return Checkpoint(p, fmt, epoch=epoch, step=step, container_key=key, has_ema=has_ema), ""
 
 
 def _int_or_none(v: Any) -> int | None:

@@ -34,6 +34,21 @@ class ImageFiles:
         from PIL import Image
 
         self.paths = paths
+        sizes: dict[tuple[int, int], int] = {}
+        for p in paths:  # headers only: every image's size, so a mixed folder is said at once
+            try:
+                with Image.open(p) as im:
+                    sizes[im.size] = sizes.get(im.size, 0) + 1
+            except OSError:
+                continue  # named when it is read
+        if len(sizes) > 1:
+            shown = ", ".join(
+                f"{w}x{h} ({n})" for (w, h), n in sorted(sizes.items(), key=lambda kv: -kv[1])
+            )
+            raise InputError(
+                f"{paths[0].parent}: the images have {len(sizes)} sizes ({shown}); resize them "
+                "to the size the model was trained on"
+            )
         with Image.open(paths[0]) as im:
             self.size = im.size
             native = "L" if im.mode in ("L", "1", "I;16", "I") else "RGB"

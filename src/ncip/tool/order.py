@@ -203,3 +203,25 @@ def _lightning_monitor(ck) -> str | None:
         if m:
             return m.group(1)
     return None
+
+
+def late_start(cs) -> str | None:
+    """A note where an even history does not start at the beginning of training (the first
+    checkpoints deleted, e.g. by the Trainer's ``save_total_limit`` or a ``keep_last`` rule):
+    the pool is then the last alpha of what is left, not of training. None otherwise."""
+    if len(cs) < 2:
+        return None
+    for attr in ("epoch", "step"):
+        keys = [getattr(c, attr) for c in cs]
+        if all(k is not None for k in keys):
+            gap = keys[1] - keys[0]
+            first = 1 if attr == "epoch" else gap
+            if gap > 0 and keys[0] > first + (0 if attr == "step" else gap - 1):
+                gone = (keys[0] - first) // gap
+                return (
+                    f"these {len(cs)} checkpoints start at {attr} {keys[0]}: about {gone} "
+                    f"earlier one(s) are gone (a save_total_limit?), so NCIP's pool is the last "
+                    f"alpha of the {len(cs)} here, not of training"
+                )
+            return None
+    return None

@@ -108,7 +108,15 @@ def plan_preprocess(
     first = first_layer(model)
     shape = tuple(inp.x.shape)
     dtype = np.dtype(inp.x.dtype)
-    text = isinstance(first, nn.Embedding) or (meta.vocab_size and len(shape) == 2)
+    # token ids: an Embedding first, or (integer inputs) an Embedding anywhere in a model with
+    # no convolution, whatever order its layers were declared in
+    embeds = any(isinstance(m, nn.Embedding) for m in model.modules())
+    convs = any(isinstance(m, nn.Conv1d | nn.Conv2d | nn.Conv3d) for m in model.modules())
+    text = (
+        isinstance(first, nn.Embedding)
+        or bool(meta.vocab_size and len(shape) == 2)
+        or (embeds and not convs and dtype.kind in "iu" and len(shape) == 2)
+    )
     pre = Preprocess()
     if text:
         if dtype.kind not in "iu":

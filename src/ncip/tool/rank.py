@@ -33,7 +33,7 @@ from ncip.tool.formats import (
 )
 from ncip.tool.inputs import InputError, Inputs, check_inputs, load_inputs
 from ncip.tool.modelsource import HeadRef, LoadedModel, ModelSourceError, find_head, load_model
-from ncip.tool.order import uneven_history
+from ncip.tool.order import late_start, uneven_history
 from ncip.tool.output import Ranking
 from ncip.tool.outputs import PROBE, OutputPlan, install, plan_outputs
 from ncip.tool.preprocess import plan_preprocess, probe_output
@@ -387,6 +387,10 @@ def _checkpoints(
         note(f"skipped {len(cs.skipped)} file(s): {listing}{more}")
     if why is not None:
         note(f"--allow-uneven: {why}; the pool is the last alpha of these {len(cs)} checkpoints")
+    elif pruned is None and (late := late_start(cs)):
+        note(late)
+    if not ema and cs.checkpoints and all(c.has_ema for c in cs):
+        note("every checkpoint also holds EMA weights: ranked on the raw ones; --ema ranks those")
     return cs, pruned
 
 
@@ -460,6 +464,7 @@ def _stream(engine: Engine, lm: LoadedModel, selected: list, inp: Inputs, classe
             continue
         acc.checkpoint_done()
         used.append(ck)
+    bar.set_postfix_str("done", refresh=False)
     bar.close()
     if len(used) < 2:
         raise CheckpointError(
