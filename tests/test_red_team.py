@@ -320,3 +320,83 @@ def test_token_ids_for_a_model_declaring_its_embedding_after_its_head(tmp_path):
     )  # fmt: skip
     assert r.exit_code == 0, r.output
     assert "token ids passed as int64, unscaled" in " ".join(r.output.split())
+
+
+def test_a_lightning_run_resumed_into_two_version_folders(run, tmp_path):
+    """lightning_logs/version_0 and version_1 of one resumed run: the root says where the
+    checkpoints are and the glob to give; the two folders given together are one history."""
+    from safetensors.torch import load_file
+
+    root = tmp_path / "root"
+    logs = root / "lightning_logs"
+    for v, epochs in ((0, (1, 2)), (1, (3, 4, 5))):
+        d = logs / f"version_{v}" / "checkpoints"
+        d.mkdir(parents=True)
+        for e in epochs:
+            state = load_file(run / "ck" / f"epoch_{e}.safetensors")
+            blob = {"state_dict": state, "epoch": e - 1, "global_step": 10 * e}
+            torch.save(blob, d / f"epoch={e - 1}-step={10 * e}.ckpt")
+    model = ["--model", f"{run / 'mlp.py'}:build", "--inputs", str(run / "x.npy"), "--k", "2"]
+    r = runner.invoke(app, ["rank", str(root), "--out", str(tmp_path / "a.csv"), *model])
+    assert r.exit_code == 2
+    said = " ".join(r.output.split())
+    assert f"give them as one history with a quoted glob, '{root}/lightning_logs/*/" in said
+    folders = [str(logs / "version_0" / "checkpoints"), str(logs / "version_1" / "checkpoints")]
+    r = runner.invoke(app, ["rank", *folders, "--out", str(tmp_path / "b.csv"), *model])
+    assert r.exit_code == 0, r.output
+    assert "5 checkpoints (container under 'state_dict'), ordered by the step" in r.output
+
+
+CUSTOM_HF = """
+import torch.nn as nn
+from transformers import PretrainedConfig, PreTrainedModel
+
+
+class TinyConfig(PretrainedConfig):
+    model_type = "tiny-user-model"
+
+    def __init__(self, width=16, classes=10, **kw):
+        super().__init__(**kw)
+        self.width, self.classes = width, classes
+
+
+class TinyModel(PreTrainedModel):
+    config_class = TinyConfig
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.body = nn.Sequential(nn.Linear(20, config.width), nn.ReLU())
+        self.classifier = nn.Linear(config.width, config.classes)
+        self.post_init()
+
+    def forward(self, x):
+        return self.classifier(self.body(x))
+"""
+
+
+def test_a_users_own_pretrained_model_is_built_from_its_config_json(run, tmp_path):
+    """A custom PreTrainedModel saved per epoch: --model names the class, the config.json
+    beside the weights configures it (a config is no literal to write in --model)."""
+    pytest.importorskip("transformers")
+    (tmp_path / "custom_hf.py").write_text(CUSTOM_HF)
+    import sys
+
+    sys.path.insert(0, str(tmp_path))
+    try:
+        from custom_hf import TinyConfig, TinyModel
+    finally:
+        sys.path.pop(0)
+    torch.manual_seed(0)
+    model = TinyModel(TinyConfig(width=24))
+    for step in (10, 20, 30, 40):
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(0.05 * torch.randn_like(p))
+        model.save_pretrained(tmp_path / "out" / f"checkpoint-{step}")
+    r = runner.invoke(
+        app,
+        ["rank", str(tmp_path / "out"), "--model", f"{tmp_path / 'custom_hf.py'}:TinyModel",
+         "--inputs", str(run / "x.npy"), "--out", str(tmp_path / "r.csv"), "--k", "2"],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "custom_hf.py:TinyModel with its config.json" in " ".join(r.output.split())

@@ -141,6 +141,14 @@ def expand_source(source: str | Path | Sequence[str | Path]) -> tuple[list[Path]
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
         raise CheckpointError(f"checkpoint files do not exist: {', '.join(missing[:5])}")
+    if any(p.is_dir() and not _is_hf_folder(p) for p in paths):  # e.g. a run resumed into
+        # version_0/checkpoints and version_1/checkpoints: the folders' files, in one history
+        paths = [
+            f
+            for p in paths
+            for f in (sorted(p.iterdir()) if p.is_dir() and not _is_hf_folder(p) else [p])
+        ]
+        return paths, f"{len(source)} folders and files"
     return paths, f"{len(paths)} files"
 
 
@@ -295,7 +303,8 @@ def discover(
         else:
             found.append(ck)
     if not found:
-        raise CheckpointError(f"{label} holds no model checkpoints: {_why_none(skipped)}")
+        deeper = _deeper_checkpoints(source)
+        raise CheckpointError(f"{label} holds no model checkpoints: {_why_none(skipped)}{deeper}")
     plain = [c for c in found if c.container_key is None]
     if ema and plain:  # EMA weights live under a dict key of a pickled checkpoint; nowhere else
         raise CheckpointError(
@@ -337,6 +346,32 @@ def _label_repeated_names(found: list[Checkpoint]) -> list[Checkpoint]:
 
     root = Path(os.path.commonpath([c.path.parent.resolve() for c in found]))
     return [replace(c, label=str(c.path.resolve().relative_to(root))) for c in found]
+
+
+def _deeper_checkpoints(source) -> str:
+    """Where a folder holds checkpoints further down (Lightning's default_root_dir or
+    lightning_logs/: <root>/lightning_logs/version_N/checkpoints/*.ckpt), the glob that gives
+    them all as one history; else ''."""
+    if not isinstance(source, str | Path) or not Path(source).is_dir():
+        return ""
+    root = Path(source)
+    hits = sorted(
+        {f.parent for f in root.glob("**/*") if f.is_file() and f.name.endswith(WEIGHT_SUFFIXES)}
+    )[:20]
+    if not hits:
+        return ""
+    rel = [h.relative_to(root).parts for h in hits]
+    depth = len(rel[0])
+    parts = [
+        "*" if len({r[i] if len(r) > i else "" for r in rel}) > 1 else rel[0][i]
+        for i in range(depth)
+    ]
+    pattern = "/".join(parts)
+    rel = ["/".join(r) for r in rel]
+    return (
+        f"; checkpoints are further down, in {', '.join(rel[:3])}{' ...' if len(rel) > 3 else ''}: "
+        f"give them as one history with a quoted glob, '{root / pattern}/*'"
+    )
 
 
 def _why_none(skipped: list[tuple[str, str]]) -> str:

@@ -184,6 +184,17 @@ def _user_factory(spec: str, description: str, final: Checkpoint | None = None) 
 
     name, args, kwargs = split_call(spec)
     fn = import_user(name)
+    config_class = getattr(fn, "config_class", None)
+    if not args and not kwargs and final is not None and final.fmt == "hf" and config_class:
+        # the user's own PreTrainedModel: its config is the config.json beside the weights
+        try:
+            config = config_class.from_pretrained(str(final.path), local_files_only=True)
+        except Exception as e:  # noqa: BLE001  (transformers raises many types)
+            raise ModelSourceError(
+                f"{description}: {final.path}/config.json cannot be read by "
+                f"{config_class.__name__} ({type(e).__name__}: {str(e)[:120]})"
+            ) from None
+        return Factory(lambda _c: fn(config), False, f"{description} with its config.json")
     if not args and not kwargs and final is not None:
         recorded = _recorded_hyperparameters(final, fn)
         kwargs = {k: v for k, v in recorded.items() if _plain_value(v)}
