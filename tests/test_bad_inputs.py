@@ -367,7 +367,8 @@ def diverging_training(t, b):
 
 def resume_payload(t, b):
     from ncip.study.data import load_info, load_split
-    from ncip.study.training import STATE_FILE, TrainConfig, train_with_checkpoints
+    from ncip.study.training import TrainConfig, train_with_checkpoints
+    from ncip.study.trainstate import STATE_FILE
 
     info = load_info(b / "data")
     splits = {n: load_split(b / "data" / f"{n}.npz") for n in ("train", "val", "test")}

@@ -361,7 +361,7 @@ def test_a_method_without_what_it_registers_it_needs_says_so(tiny_run, name):
 def test_effimap_vae_makes_input_mutants_near_their_source(tiny_run):
     from ncip.core.checkpoints import load_model
     from ncip.study.predict import batched_outputs
-    from ncip.study.scores.effimap import train_vae, vae_mutants
+    from ncip.study.scores.effimap_vae import train_vae, vae_mutants
 
     val = tiny_run["splits"]["train"]
     model = load_model(list_checkpoints(tiny_run["dir"] / "models")[-1].path)

@@ -5,7 +5,8 @@ from safetensors.torch import load_file
 
 from ncip.core.checkpoints import list_checkpoints, load_model, read_head, read_meta
 from ncip.core.collapse import sigma_cos
-from ncip.study.training import STATE_FILE, TrainConfig, train_with_checkpoints
+from ncip.study.training import TrainConfig, train_with_checkpoints
+from ncip.study.trainstate import STATE_FILE
 
 
 def test_training_writes_one_checkpoint_per_epoch(tiny_run):
@@ -133,22 +134,22 @@ def _files(d):
 def test_a_crash_at_any_step_of_finishing_is_recovered_by_the_next_run(
     tiny_run, tmp_path, monkeypatch, step, when
 ):
-    import ncip.study.training as training
+    import ncip.study.trainstate as trainstate  # where the finishing steps live
 
     info, splits, cfg = tiny_run["info"], tiny_run["splits"], tiny_run["cfg"]
     out, work = tmp_path / "models", tmp_path / "work"
-    real = getattr(training, step)
+    real = getattr(trainstate, step)
 
     def crash(*args, **kwargs):
         if when == "after":
             real(*args, **kwargs)
         raise RuntimeError("injected crash")
 
-    monkeypatch.setattr(training, step, crash)
+    monkeypatch.setattr(trainstate, step, crash)
     kw = {"subject": "digits-lenet5"}  # as the reference run records
     with pytest.raises(RuntimeError, match="injected crash"):
         train_with_checkpoints(cfg, info, splits, out, work, **kw)
-    monkeypatch.setattr(training, step, real)
+    monkeypatch.setattr(trainstate, step, real)
     hist = train_with_checkpoints(cfg, info, splits, out, work, **kw)  # no hand step between
     assert hist["epoch"].tolist() == list(range(1, 7))
     assert not work.exists()

@@ -19,7 +19,8 @@ import torch.nn as nn
 from ncip.core.checkpoints import CheckpointMeta
 from ncip.core.errors import InputError
 from ncip.core.models import logits_of
-from ncip.tool.inputs import ImageFiles, Inputs
+from ncip.tool.images import ImageFiles
+from ncip.tool.inputs import Inputs
 
 
 def first_layer(model: nn.Module) -> nn.Module | None:
