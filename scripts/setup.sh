@@ -69,17 +69,20 @@ if [ ! -f data/raw/python-doc/index.html ] && [ ! -f /usr/share/doc/python3-doc/
   apt_install "put the CPython documentation's HTML in data/raw/python-doc/ by hand (README \"Language models\")" \
     python3-doc
 fi
-# the UCI tables of Debian's R packages (the extended study): the .rda files only, no R
+# the UCI tables of Debian's R packages (the extended study): the .rda files only, no R, into
+# the user's cache outside the checkout (DVC experiments run in a copy without ignored files)
+rcran="${XDG_CACHE_HOME:-$HOME/.cache}/ncip/r-cran"
 for pkg in mlbench kernlab; do
-  if [ ! -d "data/raw/r-cran/$pkg/data" ] && [ ! -d "/usr/lib/R/site-library/$pkg/data" ]; then
+  if [ ! -d "data/raw/r-cran/$pkg/data" ] && [ ! -d "$rcran/$pkg/data" ] \
+     && [ ! -d "/usr/lib/R/site-library/$pkg/data" ]; then
     if command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null; then
       tmp=$(mktemp -d)
       if (cd "$tmp" && apt-get download -q "r-cran-$pkg" >/dev/null 2>&1) \
          || { $sudo apt-get update -q >/dev/null 2>&1 && (cd "$tmp" && apt-get download -q "r-cran-$pkg" >/dev/null 2>&1); }; then
         dpkg-deb -x "$tmp"/r-cran-"$pkg"_*.deb "$tmp/x"
-        mkdir -p "data/raw/r-cran/$pkg"
-        cp -r "$tmp/x/usr/lib/R/site-library/$pkg/data" "data/raw/r-cran/$pkg/"
-        echo "setup: Debian's r-cran-$pkg data files in data/raw/r-cran/$pkg/data" >&2
+        mkdir -p "$rcran/$pkg"
+        cp -r "$tmp/x/usr/lib/R/site-library/$pkg/data" "$rcran/$pkg/"
+        echo "setup: Debian's r-cran-$pkg data files in $rcran/$pkg/data" >&2
       else
         echo "setup: apt-get could not download r-cran-$pkg; put its data/ files in data/raw/r-cran/$pkg/data/ by hand (README \"Datasets\")" >&2
       fi

@@ -14,7 +14,7 @@ from ncip.study.datasets import uci
 
 RAW = Path(__file__).resolve().parents[1] / "data" / "raw"
 HAVE = all(
-    (RAW / "r-cran" / pkg / "data").is_dir() or (uci.SYSTEM_R / pkg / "data").is_dir()
+    any((d / pkg / "data").is_dir() for d in (RAW / "r-cran", uci.user_cache(), uci.SYSTEM_R))
     for pkg in ("mlbench", "kernlab")
 )
 pytestmark = pytest.mark.skipif(
@@ -62,5 +62,6 @@ def test_a_missing_package_says_how_to_get_it(tmp_path, monkeypatch):
     from ncip.study.data import DatasetNotFoundError
 
     monkeypatch.setattr(uci, "SYSTEM_R", tmp_path / "none")
+    monkeypatch.setattr(uci, "user_cache", lambda: tmp_path / "no-cache")
     with pytest.raises(DatasetNotFoundError, match="apt-get download r-cran-mlbench"):
         uci.load_table("vehicle", tmp_path / "raw")

@@ -1,9 +1,10 @@
 """Classic UCI tables from Debian's R packages ``r-cran-mlbench`` and ``r-cran-kernlab``, read
 without R: the packages' ``.rda`` files are read with ``rdata`` (PyPI).
 
-The set-up gets the files with ``apt-get download`` and ``dpkg-deb -x`` into
-``data/raw/r-cran/<package>/data/`` (nothing is installed); an installed R package's folder
-(``/usr/lib/R/site-library/<package>/data``) is read as well.
+The set-up gets the files with ``apt-get download`` and ``dpkg-deb -x`` into the user's cache,
+``~/.cache/ncip/r-cran/<package>/data/`` (nothing is installed; outside the checkout, so DVC
+experiments in a temporary copy find them); ``data/raw/r-cran/<package>/data/`` (by hand) and an
+installed R package's folder (``/usr/lib/R/site-library/<package>/data``) are read as well.
 
 Each table becomes a dataset of 1 x 1 x F uint8 "signals", like MNIST-1D, so every stage,
 model (the MLP) and baseline runs on it unchanged: each feature is scaled by the training
@@ -23,6 +24,7 @@ musk (476 rows).
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +44,14 @@ from ncip.study.datasets.common import sample_ids
 SEED = 0
 TEST_FRACTION = 0.2
 SYSTEM_R = Path("/usr/lib/R/site-library")
+
+
+def user_cache() -> Path:
+    """Where the set-up puts the packages' data files outside any checkout (so DVC experiments,
+    which run in a temporary copy without ignored files, find them as they find Debian's own
+    data under /usr/share): ``$XDG_CACHE_HOME/ncip/r-cran``, else ``~/.cache/ncip/r-cran``."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "ncip" / "r-cran"
 
 
 @dataclass(frozen=True)
@@ -68,13 +78,18 @@ TABLES = {
 
 
 def rda_path(raw_root: Path, t: Table) -> Path:
-    for d in (Path(raw_root) / "r-cran" / t.package / "data", SYSTEM_R / t.package / "data"):
+    for d in (
+        Path(raw_root) / "r-cran" / t.package / "data",
+        user_cache() / t.package / "data",
+        SYSTEM_R / t.package / "data",
+    ):
         if (d / f"{t.rda}.rda").is_file():
             return d / f"{t.rda}.rda"
     raise DatasetNotFoundError(
         f"{t.name} needs {t.rda}.rda of Debian's r-cran-{t.package}: `bash scripts/setup.sh` "
-        f"gets it (apt-get download r-cran-{t.package}; dpkg-deb -x), or put the package's "
-        f"data/ files in {Path(raw_root) / 'r-cran' / t.package / 'data'}/"
+        f"gets it (apt-get download r-cran-{t.package}; dpkg-deb -x into "
+        f"{user_cache() / t.package}), or put the package's data/ files in "
+        f"{Path(raw_root) / 'r-cran' / t.package / 'data'}/"
     )
 
 
