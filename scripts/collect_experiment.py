@@ -57,7 +57,7 @@ def main(
         text.split("\n## ", 1)[0].split("\n", 1)[-1].strip(),
         "",
     ]
-    for h in (*keep, *OPTIONAL_SECTIONS):
+    for h in (*keep, *(o for o in OPTIONAL_SECTIONS if o not in keep)):
         for title, body in sections.items():
             if title.startswith(h):
                 lines += [f"### {title}", "", body.strip(), ""]
