@@ -27,7 +27,7 @@ import torch
 import typer
 import yaml
 
-from ncip.study.paths import TRACKED_INPUTS
+from ncip.study.paths import EXPERIMENT_METRICS, TRACKED_INPUTS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -119,7 +119,7 @@ def prepare(work: Path, size: dict) -> None:
         shutil.copytree(
             ROOT / folder, work / folder, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
         )
-    for f in TRACKED_INPUTS:
+    for f in (*TRACKED_INPUTS, *EXPERIMENT_METRICS):
         (work / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / f, work / f)
     (work / "params.yaml").write_text(yaml.safe_dump(study_params(size), sort_keys=False))

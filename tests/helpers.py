@@ -81,9 +81,9 @@ def copy_project(d: Path) -> None:
     shutil.copytree(
         ROOT / "src", d / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
     )
-    from ncip.study.paths import TRACKED_INPUTS
+    from ncip.study.paths import EXPERIMENT_METRICS, TRACKED_INPUTS
 
-    for f in TRACKED_INPUTS:
+    for f in (*TRACKED_INPUTS, *EXPERIMENT_METRICS):
         (d / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / f, d / f)
 

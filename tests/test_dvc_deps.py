@@ -321,3 +321,14 @@ def test_the_tracked_inputs_are_the_files_dvc_yaml_reads_from_git():
     tracked = {d for d in deps if d.startswith("metrics/") and d.endswith(".md")}
     assert set(TRACKED_INPUTS) == tracked | {"data/external/README.md"}
     assert all((ROOT / f).is_file() for f in TRACKED_INPUTS)
+    # and the experiments' numbers in dvc.yaml's metrics list that no stage writes
+    from ncip.study.paths import EXPERIMENT_METRICS
+
+    listed = yaml.safe_load((ROOT / "dvc.yaml").read_text())["metrics"]
+    outs = {str(o) for st in stages.values() for o in st.get("outs", []) if isinstance(o, str)}
+    outs |= {k for st in stages.values() for o in st.get("outs", []) if isinstance(o, dict)
+             for k in o}  # fmt: skip
+    assert set(EXPERIMENT_METRICS) == {m for m in listed if m not in outs and "/" in m} - {
+        m for m in listed if any(m.startswith(o) for o in outs)
+    }
+    assert all((ROOT / f).is_file() for f in EXPERIMENT_METRICS)
