@@ -298,16 +298,9 @@ def rank(
 
 def _encoded(inp: Inputs, final: Path, tokenizer, max_length, model) -> Inputs:
     """Raw texts as the token ids of the run's own tokenizer (:mod:`ncip.tool.texts`)."""
-    from ncip.tool.texts import encode_texts, find_tokenizer
+    from ncip.tool.texts import encode_texts, find_tokenizer, model_positions
 
-    positions = next(
-        (
-            int(m.config.max_position_embeddings)
-            for m in model.modules()
-            if isinstance(getattr(getattr(m, "config", None), "max_position_embeddings", None), int)
-        ),
-        None,
-    )
+    positions = model_positions(model)
     x, how = encode_texts(inp.texts, find_tokenizer(final, tokenizer), max_length, positions)
     return replace(inp, x=x, texts=None, detail=f"{inp.detail}; {how}")
 

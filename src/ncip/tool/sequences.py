@@ -41,7 +41,13 @@ from ncip.tool.modelsource import load_model
 from ncip.tool.output import Ranking
 from ncip.tool.rank import _bad, _check_args, _checkpoints, _plan, head_sigma
 from ncip.tool.ranking import selection_record
-from ncip.tool.texts import find_tokenizer, json_rows, load_tokenizer, read_text_lines
+from ncip.tool.texts import (
+    find_tokenizer,
+    json_rows,
+    load_tokenizer,
+    model_positions,
+    read_text_lines,
+)
 
 PROMPT_FIELDS = ("prompt", "text")
 NEW_TOKENS = 16  # the continuation scored (the paper's Fig. 4b setting is not stated; 16 here)
@@ -109,14 +115,6 @@ def _references(references, n: int) -> list[str] | None:
     return refs
 
 
-def _positions(model: torch.nn.Module) -> int | None:
-    for m in model.modules():
-        n = getattr(getattr(m, "config", None), "max_position_embeddings", None)
-        if isinstance(n, int):
-            return n
-    return None
-
-
 def encode_prompts(p: Prompts, tokenizer_path: Path, limit: int | None) -> list[list[int]]:
     """Token ids of each prompt (no padding), left-truncated to ``limit`` tokens."""
     tok = load_tokenizer(tokenizer_path)
@@ -161,7 +159,7 @@ def prepare_run(
     cs, pruned = _checkpoints(checkpoints, False, order, note, None, allow_uneven)
     dev = resolve_device(device)
     lm = load_model(model, cs, None, prefix, head, dev, trust_recorded_model)
-    positions = _positions(lm.model)
+    positions = model_positions(lm.model)
     limit = max_prompt_tokens or (positions - new_tokens if positions else None)
     if limit is not None and limit < 1:
         raise InputError(f"{new_tokens} new tokens leave no room for a prompt in {positions}")

@@ -94,6 +94,15 @@ def _text_key(path: Path, row: dict) -> str:
     return strings[0]
 
 
+def model_positions(model) -> int | None:
+    """The positions a model's (Hugging Face) config allows, ``max_position_embeddings``."""
+    for m in model.modules():
+        n = getattr(getattr(m, "config", None), "max_position_embeddings", None)
+        if isinstance(n, int):
+            return n
+    return None
+
+
 def find_tokenizer(final: Path, given: str | Path | None) -> Path:
     """The tokenizer file: ``given`` (a file or a folder with tokenizer.json), else the one
     beside the final checkpoint ``final`` (a file or a Hugging Face checkpoint folder)."""

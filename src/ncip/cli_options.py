@@ -1,0 +1,185 @@
+"""The options of ``ncip rank`` and ``ncip prune`` (typer annotations), apart from the commands
+in :mod:`ncip.cli`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+Model = Annotated[
+    str | None,
+    typer.Option(
+        help="package.module:function or file.py:function (a factory returning an nn.Module; "
+        "gets num_classes if it takes it; other arguments as literals: 'file.py:Net(hidden=256)'"
+        "), torchvision:NAME, or an ncip model; not needed for "
+        "ncip or Hugging Face checkpoints",
+    ),
+]
+KOpt = Annotated[int, typer.Option(help="checkpoints NCIP selects (paper: 30)")]
+AlphaOpt = Annotated[
+    float, typer.Option(help="candidate pool: the last round(alpha*m) checkpoints")
+]
+Head = Annotated[
+    str | None,
+    typer.Option(
+        help="the classifier layer (default: the last nn.Linear with one output per class)"
+    ),
+]
+NumClasses = Annotated[
+    int | None,
+    typer.Option(
+        min=2, help="classes, for a factory that takes num_classes (default: from the checkpoint)"
+    ),
+]
+Prefix = Annotated[
+    str | None,
+    typer.Option(
+        help="prefix to strip from the checkpoint's keys (default: found, e.g. 'module.')"
+    ),
+]
+Ema = Annotated[bool, typer.Option("--ema", help="use the EMA weights (state_dict_ema, model_ema)")]
+StateKey = Annotated[
+    str | None,
+    typer.Option(
+        help="the key of a dict-shaped checkpoint that holds the classifier's state dict "
+        "(default: state_dict, model, model_state_dict, else the only key holding one)"
+    ),
+]
+Checkpoints = Annotated[
+    list[str] | None,
+    typer.Argument(
+        help="a folder of checkpoints, a glob ('ckpt/epoch_*.pt'), or the files in training "
+        "order: ncip or plain safetensors, .pt/.pth/.bin state dicts, Lightning .ckpt, timm and "
+        "torchvision dicts, Hugging Face checkpoint-<step>/ folders",
+        show_default=False,
+    ),
+]
+CheckpointsOpt = Annotated[
+    list[str] | None, typer.Option("--checkpoints", help="same as the argument")
+]
+InputsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        help=".npz (x, optional ids and y), .npy (memory-mapped), .pt, a table (.csv, .tsv, "
+        ".parquet: a row per input; columns y/label and id are labels and ids; one text "
+        "column: raw texts), raw texts (.txt: one per line; .jsonl: text, label, id), or a "
+        "folder of images (ImageFolder layout or flat)"
+    ),
+]
+Out = Annotated[
+    Path,
+    typer.Option(
+        help="ranked table, .csv or .parquet; <stem>.selection.json (and with labels "
+        "<stem>.evaluation.json) are written beside it"
+    ),
+]
+Labels = Annotated[
+    Path | None,
+    typer.Option(
+        help="labels (.npy or .txt, or a column of a table --inputs): compare NCIP with "
+        "margin, DeepGini and random order on your model"
+    ),
+]
+Ids = Annotated[
+    Path | None,
+    typer.Option(help="sample ids (.npy or .txt, or a column of a table --inputs), one per input"),
+]
+Prompts = Annotated[
+    Path | None,
+    typer.Option(
+        help="a causal language model's test prompts instead of --inputs: .jsonl (prompt, "
+        "optional reference and id) or .txt (one per line); with references, each "
+        "continuation's BLEU-2 decides which prompts fail (see ncip.core.sequences)",
+    ),
+]
+NewTokens = Annotated[
+    int, typer.Option(min=1, help="--prompts: greedy tokens of the final checkpoint scored")
+]
+Failure = Annotated[
+    str,
+    typer.Option(
+        help="--prompts with references: a continuation fails at or below this BLEU-2, "
+        "'median' (of the prompts) or a number in [0, 1]"
+    ),
+]
+Outputs = Annotated[
+    str,
+    typer.Option(
+        help="what the model returns: auto (decided from its outputs on the first inputs and "
+        "printed: rows in [0, 1] summing to 1, or one column in [0, 1], are probabilities), "
+        "logits, or probs (a softmax or sigmoid at its end: not softmaxed again)"
+    ),
+]
+Tokenizer = Annotated[
+    Path | None,
+    typer.Option(
+        help="raw texts: the tokenizers JSON file (or a folder holding tokenizer.json) to "
+        "encode them with; default: the tokenizer.json beside the final checkpoint (a "
+        "Trainer's checkpoint-<step>/, ncip's own text models). Read as data, nothing "
+        "downloaded"
+    ),
+]
+MaxLength = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="raw texts: tokens kept per text (default: the tokenizer's own length, else the "
+        "model's max_position_embeddings)",
+    ),
+]
+NoScale = Annotated[bool, typer.Option("--no-scale", help="do not divide uint8 inputs by 255")]
+Mean = Annotated[
+    str | None, typer.Option(help="per-channel mean to subtract, e.g. 0.485,0.456,0.406")
+]
+Std = Annotated[str | None, typer.Option(help="per-channel std to divide by")]
+SkipBad = Annotated[
+    bool,
+    typer.Option(
+        "--skip-bad",
+        help="drop checkpoints with NaN/inf weights or outputs (with a warning) instead of "
+        "stopping",
+    ),
+]
+Preview = Annotated[Path | None, typer.Option(help="a .png grid of the top-ranked image inputs")]
+BatchSize = Annotated[int, typer.Option(min=1)]
+Device = Annotated[str, typer.Option(help="auto, cpu or cuda[:N]")]
+EnginePath = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        help="inference path: auto, sequential, channels_last, stacked (see ncip.core.engine)",
+    ),
+]
+Precision = Annotated[str, typer.Option(help="fp32, bf16 or fp16 (autocast)")]
+Compile = Annotated[
+    bool, typer.Option("--compile", help="torch.compile the model (pays off on long runs)")
+]
+Seed = Annotated[int, typer.Option(help="tie-breaking seed")]
+Quiet = Annotated[bool, typer.Option("--quiet", help="no progress bar")]
+Order = Annotated[
+    str,
+    typer.Option(
+        help="auto: what the files record (step, epoch), else the number in their names (a "
+        "list of files sorted by name, as an unquoted glob expands, is ordered so too; another "
+        "list keeps its order); given: the order the files are listed in (a list only)"
+    ),
+]
+AllowUneven = Annotated[
+    bool,
+    typer.Option(
+        "--allow-uneven",
+        help="rank checkpoints that are not an even history (kept by a metric, e.g. Lightning's "
+        "save_top_k with a monitor, or thinned), which are refused otherwise; the pool is then "
+        "the last alpha of the checkpoints kept, not of training",
+    ),
+]
+TrustRecordedModel = Annotated[
+    bool,
+    typer.Option(
+        "--trust-recorded-model",
+        help="import the model factory the checkpoints record (a module or file named inside "
+        "them); without it, such a factory is printed as the --model to pass",
+    ),
+]
