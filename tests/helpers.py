@@ -108,3 +108,28 @@ def dvc_env() -> dict:
         "GIT_COMMITTER_NAME": "t",
         "GIT_COMMITTER_EMAIL": "t@t",
     }
+
+
+def run_ok(cmd: list, cwd: Path, env: dict) -> str:
+    """Run a command of an end-to-end test; its output, or a failure showing the output's end."""
+    import subprocess
+
+    r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=3600)
+    assert r.returncode == 0, (
+        f"{' '.join(map(str, cmd))} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    )
+    return r.stdout + r.stderr
+
+
+def init_dvc_repo(d: Path, env: dict) -> list[str]:
+    """git and DVC in a copied project (DVC's plot templates included), everything committed;
+    returns the `dvc` command to run there."""
+    import sys
+
+    dvc = [sys.executable, "-m", "dvc"]
+    run_ok(["git", "init", "-q"], d, env)
+    run_ok(dvc + ["init", "-q"], d, env)
+    copy_plot_templates(d)
+    run_ok(["git", "add", "-A"], d, env)
+    run_ok(["git", "commit", "-qm", "init"], d, env)
+    return dvc

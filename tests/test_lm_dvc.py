@@ -9,7 +9,7 @@ import sys
 import pandas as pd
 import pytest
 import yaml
-from helpers import copy_plot_templates, copy_project, dvc_env
+from helpers import copy_project, dvc_env, init_dvc_repo, run_ok
 
 from ncip.study.datasets import debian
 from ncip.study.lm.corpus import PYTHON_DOC
@@ -25,12 +25,6 @@ pytestmark = [
 ]
 
 
-def run(cmd, cwd, env):
-    r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=3600)
-    assert r.returncode == 0, f"{' '.join(cmd)} failed:\n{r.stdout}\n{r.stderr}"
-    return r.stdout + r.stderr
-
-
 def test_the_language_model_study_runs_as_its_own_experiment(tmp_path):
     d = tmp_path
     copy_project(d)
@@ -41,15 +35,10 @@ def test_the_language_model_study_runs_as_its_own_experiment(tmp_path):
     params["lm"]["finetune"].update(epochs=4, paragraphs=60)
     (d / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     env = dvc_env()
-    dvc = [sys.executable, "-m", "dvc"]
-    run(["git", "init", "-q"], d, env)
-    run(dvc + ["init", "-q"], d, env)
-    copy_plot_templates(d)
-    run(["git", "add", "-A"], d, env)
-    run(["git", "commit", "-qm", "init"], d, env)
+    dvc = init_dvc_repo(d, env)
     args = set_args("lm", runs=2)  # what `make lm` runs, with two seeds
     assert args[-1] == "lm-evaluate"
-    out = run(dvc + ["exp", "run", *args], d, env)
+    out = run_ok(dvc + ["exp", "run", *args], d, env)
     ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
     assert ran == {
         "lm-data@tiny-gpt2",
@@ -69,7 +58,7 @@ def test_the_language_model_study_runs_as_its_own_experiment(tmp_path):
     assert "(primary, fixed before any ranking)" in md and "Random (expected)" in md
     m = json.loads((d / "metrics" / "lm" / "tiny-gpt2.json").read_text())
     assert m["median"]["failure_rate"] >= 0.5 and set(m) == {"median", "0.1"}
-    shown = run(dvc + ["metrics", "show"], d, env)
+    shown = run_ok(dvc + ["metrics", "show"], d, env)
     assert "metrics/lm/tiny-gpt2.json" in shown
     # `ncip rank --prompts` on the study's own Trainer run, as a user would
     r = subprocess.run(
@@ -80,6 +69,6 @@ def test_the_language_model_study_runs_as_its_own_experiment(tmp_path):
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     # K changes only what depends on it
-    out = run(dvc + ["exp", "run", *args[:-1], "-S", "lm.k=3", "lm-evaluate"], d, env)
+    out = run_ok(dvc + ["exp", "run", *args[:-1], "-S", "lm.k=3", "lm-evaluate"], d, env)
     ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
     assert ran == {"lm-score@tiny-gpt2-0", "lm-score@tiny-gpt2-1", "lm-evaluate@tiny-gpt2"}

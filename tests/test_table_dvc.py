@@ -4,13 +4,11 @@ comparison over data sets, shows the longer-training section, and the paired int
 the run-level t-interval."""
 
 import json
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
 import yaml
-from helpers import ROOT, copy_plot_templates, copy_project, dvc_env
+from helpers import ROOT, copy_project, dvc_env, init_dvc_repo, run_ok
 
 from ncip.study.datasets import uci
 
@@ -27,12 +25,6 @@ pytestmark = [
 ]
 
 
-def run(cmd, cwd, env):
-    r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=3600)
-    assert r.returncode == 0, f"{' '.join(cmd)} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
-    return r.stdout + r.stderr
-
-
 def test_tables_and_a_longer_variant_run_through_every_stage(tmp_path):
 
     d = tmp_path
@@ -46,13 +38,8 @@ def test_tables_and_a_longer_variant_run_through_every_stage(tmp_path):
     params["retrain"]["runs"] = []
     (d / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     env = dvc_env()
-    dvc = [sys.executable, "-m", "dvc"]
-    run(["git", "init", "-q"], d, env)
-    run(dvc + ["init", "-q"], d, env)
-    copy_plot_templates(d)
-    run(["git", "add", "-A"], d, env)
-    run(["git", "commit", "-qm", "init"], d, env)
-    run(dvc + ["repro"], d, env)
+    dvc = init_dvc_repo(d, env)
+    run_ok(dvc + ["repro"], d, env)
     hist = pd.read_csv(d / "records" / "training" / "vehicle-mlp-e8-run-1.csv")
     assert hist["epoch"].max() == 8  # the variant's own length
     report = (d / "metrics" / "report.md").read_text()

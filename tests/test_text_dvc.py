@@ -3,13 +3,11 @@ as `make text` runs them (issue 37): no adversarial set, EffiMAP recorded as not
 text, no retraining arms, the selection control and the training section in the report."""
 
 import json
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
 import yaml
-from helpers import copy_plot_templates, copy_project, dvc_env
+from helpers import copy_project, dvc_env, init_dvc_repo, run_ok
 
 from ncip.study.datasets import debian
 
@@ -20,12 +18,6 @@ pytestmark = [
         reason="wordnet-base not installed (scripts/setup.sh installs it)",
     ),
 ]
-
-
-def run(cmd, cwd, env):
-    r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=3600)
-    assert r.returncode == 0, f"{' '.join(cmd)} failed:\n{r.stdout}\n{r.stderr}"
-    return r.stdout + r.stderr
 
 
 def test_a_text_subject_runs_through_every_stage(tmp_path):
@@ -39,13 +31,8 @@ def test_a_text_subject_runs_through_every_stage(tmp_path):
     params["retrain"]["runs"] = []  # as `ncip preset text`
     (d / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     env = dvc_env()
-    dvc = [sys.executable, "-m", "dvc"]
-    run(["git", "init", "-q"], d, env)
-    run(dvc + ["init", "-q"], d, env)
-    copy_plot_templates(d)
-    run(["git", "add", "-A"], d, env)
-    run(["git", "commit", "-qm", "init"], d, env)
-    out = run(dvc + ["repro"], d, env)
+    dvc = init_dvc_repo(d, env)
+    out = run_ok(dvc + ["repro"], d, env)
     assert "Running stage 'retrain-" not in out  # no retraining stage at all
     models = d / "models" / "wordnet4-textcnn" / "run-0"
     assert (models / "tokenizer.json").read_text() == (
