@@ -791,6 +791,22 @@ def factory_returns_a_number(t, b):
     return "rank", args, [t / "r.csv"]
 
 
+def factory_of_another_width(t, b):
+    """A user's factory of the run's LeNet-5 with a narrower first hidden layer: the class count
+    it guesses from the file is right, another tensor is not, and the message names that one."""
+    f = _user_model(
+        t,
+        "import torch.nn as nn\n"
+        "from ncip.core.models import lenet5\n"
+        "def Net(num_classes=10):\n"
+        "    m = lenet5(num_classes, 1)\n"
+        "    m.backbone[8], m.backbone[10] = nn.Linear(400, 64), nn.Linear(64, 84)\n"
+        "    return m\n",
+    )
+    args = [b / "models", "--inputs", b / "test.npz", "--out", t / "r.csv", "--model", f"{f}:Net"]
+    return "rank", args, [t / "r.csv"]
+
+
 def model_script_parses_argv(t, b):
     f = _user_model(
         t,
@@ -980,6 +996,12 @@ CASES = [
     Case("an empty labels file", empty_labels, "y.npy cannot be read as labels"),
     Case("a factory returning a number", factory_returns_a_number, "returned a int"),
     Case("a --model script that parses argv", model_script_parses_argv, "called sys.exit(2)"),
+    Case(
+        "a factory of another hidden width",
+        factory_of_another_width,
+        "built with 10 classes (the closest of 10, 120, 84), the model's 'backbone.8.weight' is "
+        "[64, 400], the file's [120, 400] (2 more differ)",
+    ),
     Case(
         "a final checkpoint of 5 classes",
         final_of_other_classes,

@@ -339,11 +339,16 @@ def load_weights_into(model: nn.Module, ck: Checkpoint, prefix: str, keys: list[
     model.load_state_dict(state, strict=False)
 
 
-def _shapes_match(model: nn.Module, file_shapes: dict[str, tuple], prefix: str) -> bool:
-    return all(
-        prefix + k in file_shapes and file_shapes[prefix + k] == tuple(v.shape)
-        for k, v in model.state_dict().items()
-    )
+def _mismatches(model: nn.Module, file_shapes: dict[str, tuple], prefix: str) -> list[str]:
+    """The model's tensors the file lacks or holds in another shape, each said in words."""
+    out = []
+    for k, v in model.state_dict().items():
+        have = file_shapes.get(prefix + k)
+        if have is None:
+            out.append(f"the file has no {prefix + k!r}")
+        elif have != tuple(v.shape):
+            out.append(f"the model's {k!r} is {list(v.shape)}, the file's {list(have)}")
+    return out
 
 
 def load_model(
@@ -423,6 +428,7 @@ def _guess_classes(factory: Factory, file_shapes: dict[str, tuple], prefix: str 
         if k.endswith("weight") and len(s) == 2 and s[0] >= 1 and s[0] not in sizes:
             sizes.append(int(s[0]))
     errors: list[str] = []
+    closest: tuple[int, int, str] | None = None  # (mismatches, classes, the first in words)
     for c in sizes[:MAX_CLASS_GUESSES]:
         try:
             model = _build(factory, c)
@@ -435,16 +441,31 @@ def _guess_classes(factory: Factory, file_shapes: dict[str, tuple], prefix: str 
             pre = find_prefix(file_shapes, keys, prefix)
         except CheckpointError:
             continue
-        if _shapes_match(model, file_shapes, pre):
+        bad = _mismatches(model, file_shapes, pre)
+        if not bad:
             return model, c
+        if closest is None or len(bad) < closest[0]:
+            closest = (len(bad), c, bad[0])
     if errors and len(errors) == len(sizes[:MAX_CLASS_GUESSES]):
         raise ModelSourceError(
             f"{factory.description} failed to build the model for every class count tried "
             f"({', '.join(map(str, sizes[:MAX_CLASS_GUESSES]))}): {errors[0]}"
             + _arguments_hint(factory, errors[0])
         )
+    tried = ", ".join(map(str, sizes[:MAX_CLASS_GUESSES])) or "none"
+    if closest is not None:
+        # the class count is not what differs when the closest guess differs elsewhere (another
+        # vocabulary, width or input size): name that tensor, not the class count
+        raise ModelSourceError(
+            f"{factory.description} does not match the final checkpoint: built with "
+            f"{closest[1]} classes (the closest of {tried}), {closest[2]}"
+            + (f" ({closest[0] - 1} more differ)" if closest[0] > 1 else "")
+            + "; build the model the checkpoint was trained with (its vocabulary, widths and "
+            "input size: give the factory's arguments after it, --model 'file.py:Net(...)'; "
+            "its class count: --num-classes)"
+        )
     raise ModelSourceError(
         f"{factory.description} does not match the final checkpoint for any class count the "
-        f"file suggests ({', '.join(map(str, sizes[:MAX_CLASS_GUESSES])) or 'none'}); check "
-        "--model, or give --num-classes (and --prefix if the keys carry one)"
+        f"file suggests ({tried}); check --model, or give --num-classes (and --prefix if the "
+        "keys carry one)"
     )
