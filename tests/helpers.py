@@ -53,6 +53,22 @@ def make_idx_dataset(d: Path, n_train=60, n_test=20, classes=10, seed=0, gz=True
     write_idx(d / "t10k-labels-idx1-ubyte", np.arange(n_test) % classes, gz)
 
 
+def save_drifting_epochs(net, folder: Path, epochs: int, step: float = 0.05) -> None:
+    """A made-up training history in ``folder``: ``net``'s weights nudged by noise from torch's
+    global generator (seed it first) before each ``epoch_<e>.safetensors`` (e = 1..epochs, the
+    epoch also in the file's metadata), as a user's plain loop saving with safetensors would."""
+    import torch
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for e in range(1, epochs + 1):
+        with torch.no_grad():
+            for p in net.parameters():
+                p.add_(step * torch.randn_like(p))
+        state = {k: v.contiguous() for k, v in net.state_dict().items()}
+        save_file(state, folder / f"epoch_{e}.safetensors", metadata={"epoch": str(e)})
+
+
 def make_cifar10(raw: Path, per_batch=20) -> None:
     d = raw / "cifar-10-batches-py"
     d.mkdir(parents=True)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import tomllib
 
-from helpers import ROOT
+from helpers import ROOT, save_drifting_epochs
 
 from ncip.cli import STUDY_PACKAGES
 
@@ -50,18 +50,11 @@ def test_the_tools_dependencies_hold_no_study_package():
 def test_rank_runs_without_the_study_packages(tmp_path):
     import numpy as np
     import torch
-    from safetensors.torch import save_file
 
     (tmp_path / "mlp.py").write_text(MLP)
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(20, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
-    (tmp_path / "ck").mkdir()
-    for e in range(1, 5):
-        with torch.no_grad():
-            for p in net.parameters():
-                p.add_(0.05 * torch.randn_like(p))
-        state = {k: v.contiguous() for k, v in net.state_dict().items()}
-        save_file(state, tmp_path / "ck" / f"epoch_{e}.safetensors", metadata={"epoch": str(e)})
+    save_drifting_epochs(net, tmp_path / "ck", 4)
     np.save(tmp_path / "x.npy", np.random.default_rng(0).standard_normal((40, 20)).astype("f4"))
     script = BLOCK.format(blocked=sorted(STUDY_PACKAGES))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from helpers import save_drifting_epochs
 from safetensors.torch import save_file
 from typer.testing import CliRunner
 
@@ -31,13 +32,7 @@ def run(tmp_path):
     (tmp_path / "mlp.py").write_text(MLP)
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(20, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
-    (tmp_path / "ck").mkdir()
-    for e in range(1, 6):
-        with torch.no_grad():
-            for p in net.parameters():
-                p.add_(0.05 * torch.randn_like(p))
-        state = {k: v.contiguous() for k, v in net.state_dict().items()}
-        save_file(state, tmp_path / "ck" / f"epoch_{e}.safetensors", metadata={"epoch": str(e)})
+    save_drifting_epochs(net, tmp_path / "ck", 5)
     np.save(tmp_path / "x.npy", np.random.default_rng(0).standard_normal((50, 20)).astype("f4"))
     return tmp_path
 
@@ -219,13 +214,7 @@ def test_prune_on_a_one_logit_model_keeps_the_last_k(tmp_path):
     )
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(20, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
-    (tmp_path / "ck").mkdir()
-    for e in range(1, 7):
-        with torch.no_grad():
-            for p in net.parameters():
-                p.add_(0.05 * torch.randn_like(p))
-        state = {k: v.contiguous() for k, v in net.state_dict().items()}
-        save_file(state, tmp_path / "ck" / f"epoch_{e}.safetensors", metadata={"epoch": str(e)})
+    save_drifting_epochs(net, tmp_path / "ck", 6)
     r = runner.invoke(
         app, ["prune", str(tmp_path / "ck"), "--model", f"{tmp_path / 'bmlp.py'}:build",
               "--k", "2", "--yes"]
@@ -305,13 +294,7 @@ def test_token_ids_for_a_model_declaring_its_embedding_after_its_head(tmp_path):
         sys.path.pop(0)
     torch.manual_seed(0)
     net = Net()
-    (tmp_path / "ck").mkdir()
-    for e in range(1, 5):
-        with torch.no_grad():
-            for p in net.parameters():
-                p.add_(0.05 * torch.randn_like(p))
-        state = {k: v.contiguous() for k, v in net.state_dict().items()}
-        save_file(state, tmp_path / "ck" / f"epoch_{e}.safetensors", metadata={"epoch": str(e)})
+    save_drifting_epochs(net, tmp_path / "ck", 4)
     np.save(tmp_path / "ids.npy", np.random.default_rng(0).integers(0, 50, (30, 12)))
     r = runner.invoke(
         app,
