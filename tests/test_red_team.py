@@ -283,11 +283,31 @@ class Net(nn.Module):  # the head is declared before the embedding it follows
 """
 
 
-def test_token_ids_for_a_model_declaring_its_embedding_after_its_head(tmp_path):
-    (tmp_path / "embnet.py").write_text(EMB_LAST)
+# a fastText-style bag of token ids: an EmbeddingBag averages them
+EMB_BAG = """
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self, num_classes=4):
+        super().__init__()
+        self.emb = nn.EmbeddingBag(50, 8)
+        self.head = nn.Linear(8, num_classes)
+
+    def forward(self, x):
+        return self.head(self.emb(x))
+"""
+
+
+@pytest.mark.parametrize("source", [EMB_LAST, EMB_BAG], ids=["embedding-last", "embedding-bag"])
+def test_token_ids_for_a_model_declaring_its_embedding_after_its_head(tmp_path, source):
+    """Token ids go in as they are for an Embedding declared after the head, and for an
+    EmbeddingBag (they were refused as 'neither 8-bit pixels nor token ids')."""
+    (tmp_path / "embnet.py").write_text(source)
     import sys
 
     sys.path.insert(0, str(tmp_path))
+    sys.modules.pop("embnet", None)  # the other parameter's module of the same name
     try:
         from embnet import Net
     finally:

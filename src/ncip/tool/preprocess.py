@@ -1,9 +1,10 @@
 """How stored test inputs become a model batch, decided once from the inputs and the model,
 and printed: uint8 images are divided by 255 (unless ``scale=False``); integer pixel values in
-0-255 likewise; token ids (a model whose first layer is an ``nn.Embedding``) go in unscaled as
-int64; images without a channel axis get one, channel-last images are moved to channel-first
-when the model's first convolution (or the 1/3/4-channel rule) makes that unambiguous; then
-``(x - mean) / std`` per channel if given. :func:`probe` runs one input through the model.
+0-255 likewise; token ids (a model whose first layer is an ``nn.Embedding`` or
+``nn.EmbeddingBag``) go in unscaled as int64; images without a channel axis get one,
+channel-last images are moved to channel-first when the model's first convolution (or the
+1/3/4-channel rule) makes that unambiguous; then ``(x - mean) / std`` per channel if given.
+:func:`probe` runs one input through the model.
 """
 
 from __future__ import annotations
@@ -22,11 +23,14 @@ from ncip.core.models import logits_of
 from ncip.tool.images import ImageFiles
 from ncip.tool.inputs import Inputs
 
+# the layers that take token ids (an EmbeddingBag sums or averages a bag of them: fastText-style)
+EMBEDDINGS = (nn.Embedding, nn.EmbeddingBag)
+
 
 def first_layer(model: nn.Module) -> nn.Module | None:
     """The first module (in registration order) with weights of its own: where inputs enter."""
     for m in model.modules():
-        if isinstance(m, nn.Conv1d | nn.Conv2d | nn.Conv3d | nn.Linear | nn.Embedding):
+        if isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear, *EMBEDDINGS)):
             return m
     return None
 
@@ -38,8 +42,11 @@ def expected_input(model: nn.Module, meta: CheckpointMeta | None = None) -> str:
         kind = "token ids" if len(shape) == 1 else "images in [0, 1]"
         return f"{kind} of shape {list(shape)}"
     m = first_layer(model)
-    if isinstance(m, nn.Embedding):
-        return f"integer token ids [L] (its first layer is Embedding({m.num_embeddings}, ...))"
+    if isinstance(m, EMBEDDINGS):
+        return (
+            f"integer token ids [L] (its first layer is {type(m).__name__}({m.num_embeddings}, "
+            "...))"
+        )
     if isinstance(m, nn.Conv2d):
         return f"images [{m.in_channels}, H, W] (its first layer is Conv2d({m.in_channels}, ...))"
     if isinstance(m, nn.Conv1d):
@@ -111,10 +118,10 @@ def plan_preprocess(
     dtype = np.dtype(inp.x.dtype)
     # token ids: an Embedding first, or (integer inputs) an Embedding anywhere in a model with
     # no convolution, whatever order its layers were declared in
-    embeds = any(isinstance(m, nn.Embedding) for m in model.modules())
+    embeds = any(isinstance(m, EMBEDDINGS) for m in model.modules())
     convs = any(isinstance(m, nn.Conv1d | nn.Conv2d | nn.Conv3d) for m in model.modules())
     text = (
-        isinstance(first, nn.Embedding)
+        isinstance(first, EMBEDDINGS)
         or bool(meta.vocab_size and len(shape) == 2)
         or (embeds and not convs and dtype.kind in "iu" and len(shape) == 2)
     )
