@@ -19,6 +19,23 @@ from ncip.study.stage import StageError, stage_main
 app = typer.Typer(add_completion=False)
 
 
+def stages_said(log: Path | None) -> str:
+    """What DVC said it did, counted from its output: the stages it ran, and those it restored
+    from its run-cache or found unchanged (a time means little without it)."""
+    if log is None or not log.is_file():
+        return ""
+    lines = log.read_text(errors="replace").replace("\r", "\n").splitlines()
+    ran = sum(ln.startswith("Running stage '") for ln in lines)
+    restored = sum(ln.startswith("Stage '") and "is cached - skipping run" in ln for ln in lines)
+    unchanged = sum(ln.startswith("Stage '") and "didn't change, skipping" in ln for ln in lines)
+    said = f"; DVC ran {ran} stages"
+    if restored or unchanged:
+        said += f", restored {restored} from its run-cache and found {unchanged} unchanged"
+    else:
+        said += " and restored none from its run-cache"
+    return said
+
+
 @app.command()
 @stage_main
 def main(
@@ -28,13 +45,16 @@ def main(
     commit: str = typer.Option(..., help="the commit it ran at"),
     out: Path = typer.Option(..., help="metrics/NAME.md"),
     name: str = typer.Option("extended", help="the experiment (ncip preset lists them)"),
+    log: Path | None = typer.Option(
+        None, help="the experiment's output (`dvc exp run`'s), to say how many stages ran"
+    ),
 ) -> None:
     text = report.read_text()
+    header = (
+        f"Ran at commit {commit} with `make {name}` ({command} --temp -n {name}) in "
+        f"{seconds // 60} min {seconds % 60} s on this machine{stages_said(log)}."
+    )
     if EXPERIMENTS.get(name) and EXPERIMENTS[name].result:  # its own result file, as it is
-        header = (
-            f"Ran at commit {commit} with `make {name}` ({command} --temp -n {name}) in "
-            f"{seconds // 60} min {seconds % 60} s on this machine."
-        )
         write_text(out, f"{header}\n\n{text.strip()}\n")
         return
     if name not in EXPERIMENT_SECTIONS:
@@ -45,13 +65,7 @@ def main(
     if missing:
         raise StageError(f"{report} lacks the sections {missing}; did the experiment finish?")
     lines = [
-        f"Ran at commit {commit} with `make {name}` ({command} --temp -n {name}) in "
-        f"{seconds // 60} min {seconds % 60} s on this machine"
-        + (
-            ", re-using the default study's cached run 0 of its Fashion-MNIST subjects."
-            if name == "extended"
-            else "."
-        ),
+        header,
         "",
         # the report's opening paragraph: subjects, runs, K, alpha, epochs, stand-ins
         text.split("\n## ", 1)[0].split("\n", 1)[-1].strip(),

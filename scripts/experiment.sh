@@ -20,19 +20,21 @@ cmd=$(python -m ncip preset "$name")
 echo "$name study: $cmd" >&2
 start=$(date +%s)
 dvc exp remove "$name" >/dev/null 2>&1 || true
-eval "$cmd --temp -n $name"
+mkdir -p .dvc/tmp
+# DVC's output also to a log: metrics/NAME.md says how many stages ran and how many came from
+# the run-cache (the time means little without it)
+eval "$cmd --temp -n $name" 2>&1 | tee ".dvc/tmp/$name.log"
 seconds=$(( $(date +%s) - start ))
 ref=$(git for-each-ref --format='%(refname)' refs/exps | grep "/$name\$" | head -1)
 if [ -z "$ref" ]; then
   echo "error: the experiment '$name' left no result (see the output above)" >&2; exit 1
 fi
-mkdir -p .dvc/tmp
 # what metrics/NAME.md is made of: the experiment's report, or its own result file (make lm)
 result=$(python -c "from ncip.study.presets import EXPERIMENTS as E; print(E['$name'].result or 'metrics/report.md')")
 git show "$ref:$result" > ".dvc/tmp/$name-report.md"
 python scripts/collect_experiment.py --name "$name" --report ".dvc/tmp/$name-report.md" \
   --seconds "$seconds" --command "$cmd" --commit "$(git rev-parse --short HEAD)" \
-  --out "metrics/$name.md"
+  --log ".dvc/tmp/$name.log" --out "metrics/$name.md"
 # its numbers as metrics/NAME.json, for `dvc metrics show/diff` (dvc.yaml's metrics list)
 metrics=$(python -c "from ncip.study.presets import EXPERIMENTS as E; print(E['$name'].metrics)")
 git show "$ref:$metrics" > "metrics/$name.json.tmp" && mv "metrics/$name.json.tmp" "metrics/$name.json"

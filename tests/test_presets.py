@@ -138,6 +138,28 @@ def test_collect_extended_keeps_the_tables_and_refuses_an_unfinished_report(tmp_
     subprocess.run(args, check=True, capture_output=True)
     text = out.read_text()
     assert "2 min 5 s" in text and "abc" in text
+    assert "run-cache" not in text.split("\n")[0]  # no log: nothing said of what DVC did
+    log = tmp_path / "exp.log"
+    log.write_text(
+        "Running stage 'a@x':\n> cmd\ntrain x:  3%|\rtrain x: 100%|\nRunning stage 'b@x':\n"
+        "Stage 'c@x' is cached - skipping run, checking out outputs\n"
+        "Stage 'd@x' didn't change, skipping\n"
+    )
+    subprocess.run([*args, "--log", str(log)], check=True, capture_output=True)
+    assert (
+        out.read_text()
+        .split("\n")[0]
+        .endswith(
+            "on this machine; DVC ran 2 stages, restored 1 from its run-cache and found 1 unchanged."
+        )
+    )
+    log.write_text("Running stage 'a@x':\nRunning stage 'b@x':\n")
+    subprocess.run([*args, "--log", str(log)], check=True, capture_output=True)
+    assert (
+        out.read_text()
+        .split("\n")[0]
+        .endswith("DVC ran 2 stages and restored none from its run-cache.")
+    )
     for h in sections[:5]:
         assert f"### {h}" in text and f"body of {h}" in text
     assert "Tied scores" not in text
