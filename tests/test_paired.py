@@ -10,7 +10,9 @@ from scipy import stats
 
 from ncip.core.metrics import rauc
 from ncip.study.statistics import (
+    median_interval,
     paired_bootstrap,
+    primary_comparison,
     resampled_rauc,
     weighted_rauc,
     win_tie_loss,
@@ -125,3 +127,26 @@ def test_resampled_rauc_equals_weighted_rauc_bit_for_bit(budgets):
         for n in budgets:
             direct = weighted_rauc(fault[order], w[:, order], n)
             np.testing.assert_array_equal(fast[n], direct)
+
+
+def test_median_interval_is_the_order_statistics_with_their_binomial_coverage():
+    lo, hi, cov = median_interval(np.arange(13.0))
+    assert (lo, hi) == (2.0, 10.0) and cov == pytest.approx(1 - 2 * stats.binom.cdf(2, 13, 0.5))
+    assert cov >= 0.95
+
+
+@pytest.mark.parametrize(
+    ("diffs", "verdict"),
+    [
+        ([0.02, 0.03, 0.025, 0.04, 0.02, 0.05, 0.03], "better"),
+        ([-0.02, -0.03, -0.025, -0.04, -0.02, -0.05, -0.03], "worse"),
+        ([0.001, -0.002, 0.003, 0.0, -0.001, 0.002, 0.001], "equivalent"),
+        ([0.05, -0.04, 0.03, -0.02, 0.01, -0.03, 0.04], "inconclusive"),
+        # fewer than 6 data sets cannot give a 95% interval: no verdict, however clear they look
+        ([0.03], "too few"),
+        ([0.02, 0.03, 0.025, 0.04, 0.05], "too few"),
+    ],
+)
+def test_the_primary_verdict(diffs, verdict):
+    r = primary_comparison(pd.Series(diffs, index=[f"d{i}" for i in range(len(diffs))]))
+    assert r["verdict"] == verdict and r["datasets"] == len(diffs)

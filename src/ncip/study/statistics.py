@@ -309,7 +309,9 @@ def primary_comparison(by_dataset: pd.Series, margin: float = PRIMARY["margin"])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             p = float(stats.wilcoxon(d.to_numpy(), alternative="two-sided").pvalue)
-    if -margin < lo and hi < margin:
+    if coverage < PRIMARY_LEVEL:  # too few data sets for the interval: no verdict at all
+        verdict = "too few"
+    elif -margin < lo and hi < margin:
         verdict = "equivalent"
     elif lo > 0:
         verdict = "better"

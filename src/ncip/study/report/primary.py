@@ -15,6 +15,7 @@ VERDICTS = {
     "worse": "NCIP is worse",
     "equivalent": "equivalent within the margin",
     "inconclusive": "inconclusive: the interval covers 0 and reaches past the margin",
+    "too few": "no verdict: too few data sets for a 95% interval (6 are needed)",
 }
 
 
@@ -53,7 +54,7 @@ def primary_section(r: ReportInputs) -> list[str]:
         f"{n} data sets), and equivalence within +-{res['margin']:g}. The other eleven "
         "baselines are secondary (Table 5, Holm).",
         "",
-        f"**Over {n} independent data sets: median NCIP - {against} "
+        f"**Over {n} independent data set{'s' if n != 1 else ''}: median NCIP - {against} "
         f"{res['median']:+.4f} [{res['low']:+.4f}, {res['high']:+.4f}] (two-sided Wilcoxon p "
         f"= {res['p_two_sided']:.3g}): {VERDICTS[res['verdict']]}.**",
         "",
