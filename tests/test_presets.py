@@ -146,13 +146,8 @@ def test_collect_extended_keeps_the_tables_and_refuses_an_unfinished_report(tmp_
         "Stage 'd@x' didn't change, skipping\n"
     )
     subprocess.run([*args, "--log", str(log)], check=True, capture_output=True)
-    assert (
-        out.read_text()
-        .split("\n")[0]
-        .endswith(
-            "on this machine; DVC ran 2 stages, restored 1 from its run-cache and found 1 unchanged."
-        )
-    )
+    first = out.read_text().split("\n")[0]
+    assert first.endswith("DVC ran 2 stages, restored 1 from its run-cache and found 1 unchanged.")
     log.write_text("Running stage 'a@x':\nRunning stage 'b@x':\n")
     subprocess.run([*args, "--log", str(log)], check=True, capture_output=True)
     assert (
