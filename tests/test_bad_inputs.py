@@ -689,21 +689,20 @@ def infinite_std(t, b):
     )
 
 
-def _user_model(t, body: str) -> Path:
+def _rank_user_model(t, b, body: str):
+    """`ncip rank` of the tiny run with `--model mymodel.py:Net`, the module holding ``body``."""
     (t / "mymodel.py").write_text(body)
-    return t / "mymodel.py"
+    args = [b / "models", "--inputs", b / "test.npz", "--out", t / "r.csv", "--model",
+            f"{t / 'mymodel.py'}:Net"]  # fmt: skip
+    return "rank", args, [t / "r.csv"]
 
 
 def model_exits_on_import(t, b):
-    f = _user_model(t, "import sys\nsys.exit(0)\n")
-    args = [b / "models", "--inputs", b / "test.npz", "--out", t / "r.csv", "--model", f"{f}:Net"]
-    return "rank", args, [t / "r.csv"]
+    return _rank_user_model(t, b, "import sys\nsys.exit(0)\n")
 
 
 def model_raises_on_import(t, b):
-    f = _user_model(t, "import json\njson.loads('{not json')\n")
-    args = [b / "models", "--inputs", b / "test.npz", "--out", t / "r.csv", "--model", f"{f}:Net"]
-    return "rank", args, [t / "r.csv"]
+    return _rank_user_model(t, b, "import json\njson.loads('{not json')\n")
 
 
 def truncated_npz(t, b):
@@ -786,16 +785,15 @@ def empty_labels(t, b):
 
 
 def factory_returns_a_number(t, b):
-    f = _user_model(t, "def Net(num_classes=10):\n    return 42\n")
-    args = [b / "models", "--inputs", b / "test.npz", "--out", t / "r.csv", "--model", f"{f}:Net"]
-    return "rank", args, [t / "r.csv"]
+    return _rank_user_model(t, b, "def Net(num_classes=10):\n    return 42\n")
 
 
 def factory_of_another_width(t, b):
     """A user's factory of the run's LeNet-5 with a narrower first hidden layer: the class count
     it guesses from the file is right, another tensor is not, and the message names that one."""
-    f = _user_model(
+    return _rank_user_model(
         t,
+        b,
         "import torch.nn as nn\n"
         "from ncip.core.models import lenet5\n"
         "def Net(num_classes=10):\n"
@@ -803,20 +801,17 @@ def factory_of_another_width(t, b):
         "    m.backbone[8], m.backbone[10] = nn.Linear(400, 64), nn.Linear(64, 84)\n"
         "    return m\n",
     )
-    args = [b / "models", "--inputs", b / "test.npz", "--out", t / "r.csv", "--model", f"{f}:Net"]
-    return "rank", args, [t / "r.csv"]
 
 
 def model_script_parses_argv(t, b):
-    f = _user_model(
+    return _rank_user_model(
         t,
+        b,
         "import argparse\n"
         "p = argparse.ArgumentParser()\n"
         "p.add_argument('--data', required=True)\n"
         "args = p.parse_args()\n",
     )
-    args = [b / "models", "--inputs", b / "test.npz", "--out", t / "r.csv", "--model", f"{f}:Net"]
-    return "rank", args, [t / "r.csv"]
 
 
 def final_of_other_classes(t, b):
