@@ -18,8 +18,9 @@ from typer.testing import CliRunner
 
 import ncip
 from ncip.cli import app
+from ncip.core.dynamics import CHECKPOINT_SCORES, checkpoint_scores, column
 from ncip.core.scores import ncip_score, tvd
-from ncip.tool.ranking import TVDAccumulator, rank_probs
+from ncip.tool.ranking import TABLE_COLUMNS, TVDAccumulator, rank_probs
 
 runner = CliRunner()
 
@@ -114,11 +115,19 @@ def test_plain_loop_state_dicts_rank_with_one_command(user, tmp_path):
         "epoch_12.pt",
     ]
     x = torch.from_numpy(user["test"].x).float().div(255)
-    table = same_order_as_rank_probs(out, probs_of(user["Net"](), used, x), user["test"].ids)
-    assert list(table.columns[:6]) == ["rank", "sample_id", "ncip", "tvd", "margin", "pred"]
+    probs = probs_of(user["Net"](), used, x)
+    table = same_order_as_rank_probs(out, probs, user["test"].ids)
+    assert list(table.columns) == TABLE_COLUMNS + ["label"]
+    # the checkpoint scores, over the checkpoints NCIP used, as ncip.core computes them
+    want = checkpoint_scores(np.stack([np.asarray(p, dtype=np.float64) for p in probs]))
+    row = pd.Series(np.arange(len(user["test"].ids)), index=user["test"].ids.astype(str))
+    at = row.loc[table["sample_id"]].to_numpy()
+    for name, v in want.items():
+        np.testing.assert_allclose(table[column(name)], v[at], atol=1e-4, err_msg=name)
     ev = json.loads((tmp_path / "ranking.evaluation.json").read_text())
     methods = {m["method"]: m for m in ev["methods"]}
-    assert set(methods) == {"NCIP", "Margin", "DeepGini", "Random"}
+    shown = {i.display for i in CHECKPOINT_SCORES.values()}
+    assert set(methods) == {"NCIP", "Margin", "DeepGini", "Entropy", "MSP", "Random"} | shown
     assert methods["NCIP"]["rauc_all"] > methods["Random"]["rauc_all"] + 0.2
     assert "RAUC-ALL" in r.output and ev["summary"] in r.output
 

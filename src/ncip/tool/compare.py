@@ -1,5 +1,6 @@
-"""With labels: NCIP's ranking against simpler orders on the same model (the final model's
-margin, DeepGini, random order), and the verdict printed after `ncip rank --labels`."""
+"""With labels: NCIP's ranking against the other orders the same pass gives (the final model's
+margin, DeepGini, Entropy and MSP, the checkpoint scores of :mod:`ncip.core.dynamics`, random
+order), and the verdict printed after `ncip rank --labels`."""
 
 from __future__ import annotations
 
@@ -8,21 +9,35 @@ import math
 import numpy as np
 import pandas as pd
 
+from ncip.core.dynamics import CHECKPOINT_SCORES
 from ncip.core.metrics import apfd, order_from_scores, rauc, run_seed
-from ncip.core.scores import deepgini, margin
+from ncip.core.scores import deepgini, entropy, margin, msp
 
 RANDOM_REPEATS = 10
 
 
 def compare_orders(
-    final_probs: np.ndarray, ncip_scores: np.ndarray, labels: np.ndarray, seed: int = 0
+    final_probs: np.ndarray,
+    ncip_scores: np.ndarray,
+    labels: np.ndarray,
+    seed: int = 0,
+    checkpoint_scores: dict[str, np.ndarray] | None = None,
 ) -> pd.DataFrame:
-    """NCIP against the final model's margin, DeepGini and random order, on labelled inputs:
+    """NCIP against the final model's margin, DeepGini, Entropy and MSP, the checkpoint scores
+    (by name, shown by their table names) and random order, on labelled inputs:
     RAUC-100/500/ALL, APFD and the faults (misclassified inputs) in the top 10%."""
     p = np.asarray(final_probs, dtype=np.float64)
     y = np.asarray(labels)
     logits = np.log(np.maximum(p, np.finfo(np.float64).tiny))
-    methods = {"NCIP": ncip_scores, "Margin": 1.0 - margin(p), "DeepGini": deepgini(logits)}
+    methods = {
+        "NCIP": ncip_scores,
+        "Margin": 1.0 - margin(p),
+        "DeepGini": deepgini(logits),
+        "Entropy": entropy(logits),
+        "MSP": msp(logits),
+    }
+    for name, s in (checkpoint_scores or {}).items():
+        methods[CHECKPOINT_SCORES[name].display] = s
     return compare_scores(methods, p.argmax(axis=1) != y, seed)
 
 
@@ -99,6 +114,7 @@ def _header(ev: pd.DataFrame, n: int, faults: int) -> str:
 
 
 def format_evaluation(ev: pd.DataFrame) -> str:
+    width = max(9, max(len(m) for m in ev["method"]))
     n, faults, top = (
         int(ev["inputs"].iloc[0]),
         int(ev["faults"].iloc[0]),
@@ -107,7 +123,7 @@ def format_evaluation(ev: pd.DataFrame) -> str:
     lines = [
         _header(ev, n, faults),
         (
-            f"{'method':<9} {'RAUC-100':>8} {'RAUC-500':>8} {'RAUC-ALL':>8} {'APFD':>6} "
+            f"{'method':<{width}} {'RAUC-100':>8} {'RAUC-500':>8} {'RAUC-ALL':>8} {'APFD':>6} "
             f"{'faults in top 10%':>18}"
         ),
     ]
@@ -118,7 +134,7 @@ def format_evaluation(ev: pd.DataFrame) -> str:
             else f"{r.faults_top10pct:.1f} of {top}"
         )
         lines.append(
-            f"{r.method:<9} {r.rauc_100:>8.3f} {r.rauc_500:>8.3f} {r.rauc_all:>8.3f} "
+            f"{r.method:<{width}} {r.rauc_100:>8.3f} {r.rauc_500:>8.3f} {r.rauc_all:>8.3f} "
             f"{r.apfd:>6.3f} {share:>18}"
         )
     lines.append(verdict(ev))

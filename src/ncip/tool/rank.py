@@ -38,7 +38,7 @@ from ncip.tool.output import Ranking
 from ncip.tool.outputs import PROBE, OutputPlan, install, plan_outputs
 from ncip.tool.preprocess import plan_preprocess, probe_output
 from ncip.tool.ranking import (
-    TVDAccumulator,
+    PassAccumulator,
     as_probs,
     ncip_table,
     selection_record,
@@ -225,6 +225,7 @@ def rank(
     max_length: int | None = None,
     allow_uneven: bool = False,
     outputs: str = "auto",
+    checkpoint_scores: bool = True,
 ) -> Ranking:
     """Rank ``inputs`` by NCIP from a training run's ``checkpoints``; larger score = label first.
 
@@ -237,7 +238,9 @@ def rank(
     array) add an honest comparison with margin, DeepGini and random order on this model. A run
     whose checkpoints are not an even history (kept by a metric, thinned) is refused unless
     ``allow_uneven`` (:func:`ncip.tool.order.uneven_history`). Returns a
-    :class:`ncip.tool.output.Ranking`: ``table`` (rank, sample_id, ncip, tvd, margin, pred),
+    :class:`ncip.tool.output.Ranking`: ``table`` (rank, sample_id, ncip, tvd, margin, pred and,
+    unless ``checkpoint_scores`` is False, the checkpoint scores of :mod:`ncip.core.dynamics`
+    over the same checkpoints as TVD),
     ``selection`` (candidates with σ_cos, pool, selected), ``evaluation`` and ``notes``.
     """
     t0 = time.perf_counter()
@@ -281,13 +284,22 @@ def rank(
         pre,
     )
     final_probs, acc, used = _stream(
-        engine, lm, selected, inp, classes, skip_bad, show_progress, out_plan.kind
+        engine,
+        lm,
+        selected,
+        inp,
+        classes,
+        skip_bad,
+        show_progress,
+        out_plan.kind,
+        checkpoint_scores,
     )
     dropped += [c.name for c in selected if c not in used]
-    table, score, ranked = ncip_table(final_probs, acc.tvd(), inp.ids, inp.y, seed)
+    scores = acc.checkpoint_scores()
+    table, score, ranked = ncip_table(final_probs, acc.tvd(), inp.ids, inp.y, seed, scores)
     record = _record(cs, usable, sel, selected, used, dropped, lm, pre, engine)
     record["outputs"] = out_plan.describe()
-    ev = compare_orders(final_probs, score, inp.y, seed) if inp.y is not None else None
+    ev = compare_orders(final_probs, score, inp.y, seed, scores) if inp.y is not None else None
     record["seconds"] = seconds = time.perf_counter() - t0
     notes.append(
         f"ranked {len(inp)} inputs with {len(used)} checkpoints (selected from {len(sel.pool)} in "
@@ -428,10 +440,20 @@ def _plan(sigma, usable: int, k: int, alpha: float, binary: bool, pruned, note) 
     return sel
 
 
-def _stream(engine: Engine, lm: LoadedModel, selected: list, inp: Inputs, classes: int,
-            skip_bad: bool, show_progress: bool, kind: str = "logits"):  # fmt: skip
+def _stream(
+    engine: Engine,
+    lm: LoadedModel,
+    selected: list,
+    inp: Inputs,
+    classes: int,
+    skip_bad: bool,
+    show_progress: bool,
+    kind: str = "logits",
+    checkpoint_scores: bool = True,
+):
     """The final checkpoint's probabilities, then every other selected checkpoint's TVD to
-    them, one pass each; returns (final probabilities, the TVD accumulator, checkpoints used).
+    them (and the checkpoint scores), one pass each; returns (final probabilities, the
+    :class:`ncip.tool.ranking.PassAccumulator`, checkpoints used).
     A checkpoint with non-finite outputs stops the run, or is skipped with ``skip_bad``."""
     n = len(inp)
     final, others = selected[-1], selected[:-1]
@@ -446,7 +468,7 @@ def _stream(engine: Engine, lm: LoadedModel, selected: list, inp: Inputs, classe
     why = _pass(engine, lm, final, inp, keep_final, bar, kind)
     if why:
         _bad(final, why, True, skip_bad)
-    acc = TVDAccumulator(final_probs)
+    acc = PassAccumulator(final_probs, checkpoint_scores)
     used = [final]
     for ck in others:
         bar.set_postfix_str(ck.name, refresh=False)

@@ -18,13 +18,17 @@ import numpy as np
 import pandas as pd
 
 from ncip.core.collapse import ALPHA, K, Selection, check_k_alpha, plan, sigma_cos_series
+from ncip.core.dynamics import CHECKPOINT_SCORES, CheckpointAccumulator, column
 from ncip.core.errors import InputError
 from ncip.core.metrics import order_from_scores
 from ncip.core.scores import margin, softmax64, zscore
 from ncip.tool.compare import compare_orders
 from ncip.tool.output import Ranking
 
-TABLE_COLUMNS = ["rank", "sample_id", "ncip", "tvd", "margin", "pred"]
+# the checkpoint scores (ncip.core.dynamics) follow the predicted class, each over the same
+# checkpoints as NCIP's TVD
+SCORE_COLUMNS = [column(n) for n in CHECKPOINT_SCORES]
+TABLE_COLUMNS = ["rank", "sample_id", "ncip", "tvd", "margin", "pred", *SCORE_COLUMNS]
 
 
 class TVDAccumulator:
@@ -63,6 +67,38 @@ class TVDAccumulator:
 
     def tvd(self) -> np.ndarray:
         return self.sums / (2.0 * self.checkpoints)
+
+
+class PassAccumulator:
+    """What one pass over the checkpoints accumulates: NCIP's TVD (:class:`TVDAccumulator`) and,
+    unless ``checkpoint_scores`` is False, the checkpoint scores
+    (:class:`ncip.core.dynamics.CheckpointAccumulator`), fed the same batches: the final
+    checkpoint's probabilities first, then the others in training order."""
+
+    def __init__(self, final_probs: np.ndarray, checkpoint_scores: bool = True):
+        self._tvd = TVDAccumulator(final_probs)
+        self._scores = CheckpointAccumulator(self._tvd.final) if checkpoint_scores else None
+        self._parts = [self._tvd] + ([self._scores] if self._scores is not None else [])
+
+    def add(self, start: int, probs: np.ndarray) -> None:
+        p = np.asarray(probs, dtype=np.float64)
+        for a in self._parts:
+            a.add(start, p)
+
+    def checkpoint_done(self) -> None:
+        for a in self._parts:
+            a.checkpoint_done()
+
+    def discard(self) -> None:
+        for a in self._parts:
+            a.discard()
+
+    def tvd(self) -> np.ndarray:
+        return self._tvd.tvd()
+
+    def checkpoint_scores(self) -> dict[str, np.ndarray]:
+        """The checkpoint scores by name (empty when not asked for)."""
+        return {} if self._scores is None else self._scores.scores()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -108,9 +144,10 @@ def ncip_table(
     ids: np.ndarray,
     labels: np.ndarray | None = None,
     seed: int = 0,
+    checkpoint_scores: dict[str, np.ndarray] | None = None,
 ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     """(the ranked table, the NCIP scores in input order, the order) from the final
-    probabilities and TVD."""
+    probabilities, TVD and the checkpoint scores (by name; a column each)."""
     # margin() partitions a copy of its input: in chunks, that copy stays small
     m = np.concatenate(
         [margin(final_probs[i : i + 8192]) for i in range(0, len(final_probs), 8192)]
@@ -126,6 +163,7 @@ def ncip_table(
             "margin": m[order],
             "pred": final_probs.argmax(axis=1)[order],
         }
+        | {column(n): np.asarray(v)[order] for n, v in (checkpoint_scores or {}).items()}
     )
     if labels is not None:
         table["label"] = np.asarray(labels)[order]
@@ -237,9 +275,10 @@ def rank_probs(
     probabilities or logits (``kind``: "auto" tells them apart by rows summing to 1).
     ``heads`` (each checkpoint's classifier weight ``[C, d]``) or ``sigma`` (their σ_cos) let
     NCIP select K of them first (Algorithm 1 over the last ``alpha`` share); without either,
-    every given checkpoint is used. ``labels`` add a comparison with margin, DeepGini and
-    random order. Returns a :class:`Ranking` whose ``table`` has columns rank, sample_id, ncip,
-    tvd, margin, pred.
+    every given checkpoint is used. ``labels`` add a comparison with the final model's
+    confidence scores, the checkpoint scores and random order. Returns a :class:`Ranking` whose
+    ``table`` has the columns of :data:`TABLE_COLUMNS` (rank, sample_id, ncip, tvd, margin,
+    pred, then the checkpoint scores over the same checkpoints as TVD).
     """
     seq = _checkpoint_list(probs)
     check_k_alpha(k, alpha)
@@ -247,7 +286,7 @@ def rank_probs(
     kind, why = decide_kind(seq, kind)
     sel = _select(m, heads, sigma, k, alpha)
     final = as_probs(seq[sel.chosen[-1]], kind, f"checkpoint {sel.chosen[-1]}'s predictions")
-    acc = TVDAccumulator(final)
+    acc = PassAccumulator(final)
     for i in sel.chosen[:-1]:
         p = as_probs(seq[i], kind, f"checkpoint {int(i)}'s predictions")
         if p.shape != final.shape:
@@ -258,14 +297,15 @@ def rank_probs(
         acc.add(0, p)
         acc.checkpoint_done()
     ids_arr, y = _ids_labels(ids, labels, final.shape)
-    table, score, order = ncip_table(final, acc.tvd(), ids_arr, y, seed)
+    scores = acc.checkpoint_scores()
+    table, score, order = ncip_table(final, acc.tvd(), ids_arr, y, seed, scores)
     record = selection_record(
         [{"index": i} for i in range(m)],
         sel,
         selected_by="sigma_cos" if heads is not None or not np.isnan(sel.sigma[0]) else "all given",
     )
     record["treated_as"] = why
-    ev = compare_orders(final, score, y, seed) if y is not None else None
+    ev = compare_orders(final, score, y, seed, scores) if y is not None else None
     notes = [f"predictions treated as {why}"] + ([sel.note] if sel.note else [])
     return Ranking(table, record, ev, notes, order)
 
