@@ -1,4 +1,5 @@
-"""score-ncip: TVD, margin and NCIP per test input, with the paper's ablations (Tables 7-8)."""
+"""score-ncip: TVD, margin and NCIP per test input, with the paper's ablations (Tables 7-8), the
+selection control and the checkpoint scores."""
 
 import time
 from pathlib import Path
@@ -9,7 +10,7 @@ import typer
 from ncip.core.io import write_json, write_parquet
 from ncip.core.metrics import run_seed
 from ncip.study.predict import Predictions
-from ncip.study.scores.ncip import ablation_scores, needed_epochs
+from ncip.study.scores.ncip import needed_epochs, score_ncip_split, selection_chooses
 from ncip.study.scoretable import score_rows
 from ncip.study.stage import SelectionRecord, check_outputs, stage_main
 
@@ -38,7 +39,7 @@ def main(
         stack = preds.stack(split, needed)
         final = stack.at([sel.final_epoch])
         pred = final.probs[0].argmax(axis=1)
-        variants = ablation_scores(stack, sel, draw)
+        variants = score_ncip_split(stack, sel, draw)
         for method, s in variants.items():
             parts.append(
                 score_rows(
@@ -64,6 +65,9 @@ def main(
             "select": rec.seconds,
             "predict": preds.index.seconds * share,
             "predicted_checkpoints": len(needed),
+            "selection_control": None
+            if selection_chooses(sel)
+            else f"not computed: K = {sel.k} keeps the whole pool of {len(sel.pool)}",
             "score": time.perf_counter() - t0,
         },
     )

@@ -119,7 +119,9 @@ def test_the_selection_control_draws_as_many_pool_checkpoints_as_algorithm_1():
     assert set(drawn) <= set(sel.pool_epochs) and min(sel.pool_epochs) == 16
     assert any(random_epochs(sel, s) != drawn for s in range(1, 6))
     epochs = needed_epochs(sel, 7)
-    assert set(drawn) | set(sel.selected_epochs) | set(sel.last_k_epochs) == set(epochs)
+    # the pool holds the checkpoints of Algorithm 1 and of the draw; the checkpoint scores read
+    # the pool and the last K
+    assert set(sel.pool_epochs) | set(sel.last_k_epochs) == set(epochs) >= set(drawn)
     probs = rng.dirichlet(np.ones(3), size=(len(epochs), 40))
     ids = np.array([f"s{i}" for i in range(40)])
     logits = np.log(probs).astype(np.float32)
@@ -128,3 +130,60 @@ def test_the_selection_control_draws_as_many_pool_checkpoints_as_algorithm_1():
     rows = [epochs.index(e) for e in drawn]
     want = zscore(tvd(probs[rows])) + zscore(1.0 - margin(probs[epochs.index(30)]))
     np.testing.assert_allclose(got, want)
+
+
+def test_the_study_checkpoint_scores_read_the_last_k_or_the_pool():
+    """score-ncip's checkpoint scores (issue 45): the ensemble scores over the last K, the
+    trajectory scores over the candidate pool, each as ncip.core computes them."""
+    from ncip.core.collapse import plan
+    from ncip.core.dynamics import CHECKPOINT_SCORES, checkpoint_scores
+    from ncip.study.predict import ProbStack
+    from ncip.study.scores import list_methods, method_info
+    from ncip.study.scores.ncip import needed_epochs, score_ncip_split
+
+    rng = np.random.default_rng(1)
+    sel = plan(rng.uniform(0.05, 0.2, 20), k=4, alpha=0.5, epochs=list(range(1, 21)))
+    epochs = needed_epochs(sel, 3)
+    probs = rng.dirichlet(np.ones(4) * 0.3, size=(len(epochs), 30))
+    stack = ProbStack(
+        np.array(epochs),
+        probs,
+        np.log(probs).astype(np.float32),
+        np.arange(30).astype(str),
+        np.zeros(30, dtype=np.int64),
+    )
+    got = score_ncip_split(stack, sel, 3)
+    assert list_methods("checkpoint") == list(CHECKPOINT_SCORES)
+    assert set(got) >= set(CHECKPOINT_SCORES) and "ncip" in got
+    last = [epochs.index(e) for e in sel.last_k_epochs]
+    pool = [epochs.index(e) for e in sel.pool_epochs]
+    assert len(last) == 4 and len(pool) == 10
+    for name, info in CHECKPOINT_SCORES.items():
+        rows = last if info.reads == "ensemble" else pool
+        np.testing.assert_array_equal(got[name], checkpoint_scores(probs[rows], [name])[name])
+        assert method_info(name).family == "checkpoint"
+        assert info.reference in method_info(name).summary
+
+
+def test_no_selection_control_when_algorithm_1_keeps_the_whole_pool():
+    """K not smaller than the pool: random K of the pool is the pool, so the control would
+    compare a selection with itself (issue 45 item 5); it is left out."""
+    from ncip.core.collapse import plan
+    from ncip.study.predict import ProbStack
+    from ncip.study.scores.ncip import needed_epochs, score_ncip_split, selection_chooses
+
+    rng = np.random.default_rng(2)
+    sel = plan(rng.uniform(0.05, 0.2, 20), k=30, alpha=0.9, epochs=list(range(1, 21)))
+    assert not selection_chooses(sel) and sel.selected_epochs == sel.pool_epochs
+    epochs = needed_epochs(sel, 0)
+    probs = rng.dirichlet(np.ones(3), size=(len(epochs), 12))
+    stack = ProbStack(
+        np.array(epochs),
+        probs,
+        np.log(probs).astype(np.float32),
+        np.arange(12).astype(str),
+        np.zeros(12, dtype=np.int64),
+    )
+    got = score_ncip_split(stack, sel, 0)
+    assert "tvd+random+margin" not in got and "tvd+margin" in got and "ncip" in got
+    assert selection_chooses(plan(rng.uniform(0.05, 0.2, 20), k=5, alpha=0.9))

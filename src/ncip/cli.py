@@ -120,13 +120,16 @@ def methods() -> None:
     for family, title in (
         ("baseline", "baselines (score-baselines; params.yaml `baselines`)"),
         ("ncip", "NCIP and its ablations (score-ncip)"),
+        ("checkpoint", "checkpoint scores (score-ncip; docs/methods.md)"),
     ):
         typer.echo(f"{title}:")
-        for name in method_order(list_methods(family)):
+        names = list_methods(family)  # the checkpoint scores in their registered order
+        for name in names if family == "checkpoint" else method_order(names):
             i = method_info(name)
             opts = ", ".join(f"{k}={v!r}" for k, v in i.options.items()) or "-"
             needs = ", ".join(NEEDS[n] for n in i.needs) or "the final model's outputs"
-            typer.echo(f"  {name:<11} {i.display:<11} paper: {i.paper or '-':<11} options: {opts}")
+            head = f"  {name:<11} {i.display:<11} paper: {i.paper or '-':<11} options: {opts}"
+            typer.echo(head)
             typer.echo(f"  {'':<11} needs: {needs}")
             if i.summary:
                 typer.echo(f"  {'':<11} {i.summary}")

@@ -203,13 +203,15 @@ def retrain_gains(
 
 def method_scores(scores: Path, test: Split) -> dict[str, np.ndarray]:
     """Each method's scores on the test split, in ``test``'s order, from a run's score tables
-    (NCIP without its ablation variants; not the random baseline, whose place the
-    ``control:random`` arm takes with a fresh draw per seed)."""
+    (NCIP without its ablation variants or the checkpoint scores, which the retraining study
+    does not cover; not the random baseline, whose place the ``control:random`` arm takes with a
+    fresh draw per seed)."""
     from ncip.study.scores import list_methods
     from ncip.study.scoretable import read_score_tables
 
     table = read_score_tables(scores)
-    variants = [m for m in list_methods("ncip") if m != "ncip"] + ["random"]
+    variants = [m for m in list_methods("ncip") if m != "ncip"] + list_methods("checkpoint")
+    variants += ["random"]
     table = table[
         (table["split"] == "test") & (table["repeat"] == 0) & ~table["method"].isin(variants)
     ]

@@ -158,10 +158,22 @@ def selection_control_section(paired: pd.DataFrame, subjects: list[str]) -> list
     ]
     if g.empty:
         return []
-    subs = [s for s in subjects if s in set(g["subject"])]
+    # score-ncip leaves the random-K control out where Algorithm 1 kept the whole pool (K not
+    # smaller than the pool): there every control would compare a selection with itself
+    drawn = set(g[g["method"] == "tvd+random+margin"]["subject"])
+    subs = [s for s in subjects if s in drawn]
+    whole = [s for s in subjects if s in set(g["subject"]) and s not in drawn]
+    g = g[g["subject"].isin(subs)]
     cell = g.set_index(["method", "subject"])
+    title = "## Selection control: Algorithm 1's checkpoints against the last K and random K"
+    not_compared = (
+        f"Not compared: {', '.join(whole)}, where K is not smaller than the candidate pool, so "
+        "Algorithm 1 keeps every checkpoint of the pool and there is no selection to control."
+    )
+    if not subs:
+        return [title, "", not_compared, ""]
     L = [
-        "## Selection control: Algorithm 1's checkpoints against the last K and random K",
+        title,
         "",
         "NCIP's score (zscore(TVD) + zscore(1 - margin)) over the checkpoints Algorithm 1 "
         "chose, minus the same score over the last K checkpoints of the run (Table 8's "
@@ -183,4 +195,5 @@ def selection_control_section(paired: pd.DataFrame, subjects: list[str]) -> list
             f"{int(v.sum())} subjects"
         )
     said = "; ".join(counts)
-    return L + ["", said[0].upper() + said[1:] + ".", ""]
+    L += ["", said[0].upper() + said[1:] + "."]
+    return L + (["", not_compared] if whole else []) + [""]

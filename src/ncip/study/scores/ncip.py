@@ -52,6 +52,13 @@ describe_method(  # the selection control (not in the paper): is it Algorithm 1'
 )
 
 
+def selection_chooses(selection: Selection) -> bool:
+    """Whether Algorithm 1 left any checkpoint of the pool out. When K is not smaller than the
+    pool it keeps every checkpoint, and the selection control would compare a selection with
+    itself (K random checkpoints of the pool are then the pool): it is not computed."""
+    return set(selection.pool_epochs) - set(selection.selected_epochs) != set()
+
+
 def random_epochs(selection: Selection, seed: int) -> list[int]:
     """The selection control's checkpoints: the final one and as many others as Algorithm 1
     chose, drawn uniformly from the rest of the candidate pool (``seed``: one draw per run)."""
@@ -63,11 +70,13 @@ def random_epochs(selection: Selection, seed: int) -> list[int]:
 
 def needed_epochs(selection: Selection, seed: int) -> list[int]:
     """Every checkpoint :func:`ablation_scores` reads (the final one among them)."""
-    return sorted(
-        set(selection.selected_epochs)
-        | set(selection.last_k_epochs)
-        | set(random_epochs(selection, seed))
-    )
+    from ncip.study.scores.dynamics import checkpoint_epochs
+
+    drawn = random_epochs(selection, seed) if selection_chooses(selection) else []
+    every = set(selection.selected_epochs) | set(selection.last_k_epochs) | set(drawn)
+    for epochs in checkpoint_epochs(selection).values():
+        every |= set(epochs)
+    return sorted(every)
 
 
 def ablation_scores(stack: ProbStack, selection: Selection, seed: int) -> dict:
@@ -80,19 +89,26 @@ def ablation_scores(stack: ProbStack, selection: Selection, seed: int) -> dict:
     - ``tvd+random+margin``: zscore(TVD over K checkpoints drawn from the pool) + zscore(1 -
       margin) (:func:`random_epochs`; not in the paper);
     - ``ncip``: zscore(TVD over the NC-selected checkpoints) + zscore(1 - margin) (Eq. 8).
-    The reference (and the margin's model) is always the final checkpoint.
+    The reference (and the margin's model) is always the final checkpoint. The selection
+    control is left out where Algorithm 1 kept the whole pool (:func:`selection_chooses`).
     """
     final = {selection.final_epoch}
     nc = stack.at(set(selection.selected_epochs) | final)
     last = stack.at(set(selection.last_k_epochs) | final)
-    drawn = stack.at(set(random_epochs(selection, seed)))
     # stack.at keeps epochs ascending, so the final checkpoint is the last row of each.
     tvd_nc, tvd_last = tvd(nc.probs), tvd(last.probs)
     boundary = zscore(1.0 - margin(nc.probs[-1]))
-    return {
-        "tvd": tvd_last,
-        "tvd+nc": tvd_nc,
-        "tvd+margin": zscore(tvd_last) + boundary,
-        "tvd+random+margin": zscore(tvd(drawn.probs)) + boundary,
-        "ncip": zscore(tvd_nc) + boundary,
-    }
+    out = {"tvd": tvd_last, "tvd+nc": tvd_nc, "tvd+margin": zscore(tvd_last) + boundary}
+    if selection_chooses(selection):
+        drawn = stack.at(set(random_epochs(selection, seed)))
+        out["tvd+random+margin"] = zscore(tvd(drawn.probs)) + boundary
+    return out | {"ncip": zscore(tvd_nc) + boundary}
+
+
+def score_ncip_split(stack: ProbStack, selection: Selection, seed: int) -> dict:
+    """What score-ncip writes for one split: NCIP, its ablations and the selection control
+    (:func:`ablation_scores`), then the checkpoint scores
+    (:func:`ncip.study.scores.dynamics.study_checkpoint_scores`)."""
+    from ncip.study.scores.dynamics import study_checkpoint_scores
+
+    return ablation_scores(stack, selection, seed) | study_checkpoint_scores(stack, selection)

@@ -58,7 +58,8 @@ NEEDS = {
     "checkpoints": "the training checkpoints",
     "images": "image inputs (it transforms pixels)",
 }
-FAMILIES = ("baseline", "ncip")  # score-baselines runs the first; score-ncip computes the second
+# score-baselines runs the first; score-ncip computes the other two from the stored predictions
+FAMILIES = ("baseline", "ncip", "checkpoint")
 
 
 @dataclass(frozen=True)
@@ -168,10 +169,13 @@ def describe_method(
     module: str,
     summary: str = "",
     needs: tuple[str, ...] = ("checkpoints",),
+    family: str = "ncip",
 ) -> None:
-    """Register the facts of a score that score-ncip computes (NCIP and its ablations);
-    ``module`` is the describing module's ``__name__`` (it orders :func:`list_methods`)."""
-    _register(MethodInfo(name, display, paper, {}, tuple(needs), "ncip", summary), module)
+    """Register the facts of a score that score-ncip computes from the stored predictions
+    (``family`` "ncip": NCIP and its ablations; "checkpoint": the checkpoint scores of
+    :mod:`ncip.core.dynamics`); ``module`` is the describing module's ``__name__`` (it orders
+    :func:`list_methods`)."""
+    _register(MethodInfo(name, display, paper, {}, tuple(needs), family, summary), module)
 
 
 def _named(m, name: str):
