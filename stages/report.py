@@ -6,7 +6,7 @@ import typer
 
 from ncip.core.io import write_csv, write_json, write_text
 from ncip.study import report
-from ncip.study.figures import bar_figure, line_figure
+from ncip.study.figures import bar_figure, forest_figure, line_figure
 from ncip.study.stage import stage_main
 
 app = typer.Typer(add_completion=False)
@@ -25,6 +25,9 @@ def main(
     write_json(metrics_dir / "significance.json", report.significance_record(inputs))
     write_json(metrics_dir / "cost.json", inputs.cost)
     write_text(out, report.render_report(inputs))
+    forest = report.forest_rows(inputs)
+    if forest:
+        forest_figure(forest, plots_dir / "report" / "forest.png", "difference in clean RAUC-ALL")
     # no rows when nothing was fine-tuned or no subject is fine enough to average
     df = report.retrain_table(inputs)
     if not df.empty:

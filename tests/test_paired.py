@@ -3,6 +3,8 @@ case, and the single-level case against scipy's own bootstrap."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -10,9 +12,12 @@ from scipy import stats
 
 from ncip.core.metrics import rauc
 from ncip.study.statistics import (
+    holm,
     median_interval,
     paired_bootstrap,
     primary_comparison,
+    random_effects,
+    re_verdicts,
     resampled_rauc,
     weighted_rauc,
     win_tie_loss,
@@ -79,6 +84,8 @@ def test_one_run_matches_scipy_bootstrap():
     assert ours["lo"] == pytest.approx(ref.low, abs=0.01)
     assert ours["hi"] == pytest.approx(ref.high, abs=0.01)
     assert ours["verdict"] == "win"
+    # the standard error is the bootstrap distribution's sd: about a quarter of the interval
+    assert ours["se"] == pytest.approx((ref.high - ref.low) / (2 * 1.96), rel=0.15)
 
 
 def test_runs_are_resampled_and_verdicts_counted():
@@ -150,3 +157,60 @@ def test_median_interval_is_the_order_statistics_with_their_binomial_coverage():
 def test_the_primary_verdict(diffs, verdict):
     r = primary_comparison(pd.Series(diffs, index=[f"d{i}" for i in range(len(diffs))]))
     assert r["verdict"] == verdict and r["datasets"] == len(diffs)
+
+
+# The pre-registered co-primary estimator (docs/preregistration.md)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_random_effects_matches_statsmodels_dersimonian_laird_with_hartung_knapp(seed):
+    from statsmodels.stats.meta_analysis import combine_effects
+
+    rng = np.random.default_rng(seed)
+    k = 8 + 4 * seed
+    se = rng.uniform(0.003, 0.06, k)
+    d = rng.normal(-0.01, 0.02, k) + rng.normal(0, se)
+    ours = random_effects(d, se)
+    with warnings.catch_warnings():  # about its per-study intervals, which are not compared
+        warnings.simplefilter("ignore")
+        ref = combine_effects(d, se**2, method_re="dl", use_t=True)
+    assert ours["tau"] ** 2 == pytest.approx(ref.tau2, rel=1e-9, abs=1e-15)
+    assert ours["i2"] == pytest.approx(ref.i2, rel=1e-9)
+    assert ours["estimate"] == pytest.approx(ref.mean_effect_re, rel=1e-9)
+    frame = ref.summary_frame()
+    hk = frame.loc["random effect wls"]  # the Hartung-Knapp-Sidik-Jonkman variance
+    assert ours["se"] == pytest.approx(hk["sd_eff"], rel=1e-9)
+    assert (ours["low"], ours["high"]) == pytest.approx((hk["ci_low"], hk["ci_upp"]), rel=1e-9)
+    # the prediction interval: t on k - 2 degrees of freedom, tau^2 + se^2 (Higgins et al. 2009)
+    half = stats.t.ppf(0.975, k - 2) * np.sqrt(ref.tau2 + hk["sd_eff"] ** 2)
+    assert ours["pred_low"] == pytest.approx(ref.mean_effect_re - half, rel=1e-9)
+    t = ours["estimate"] / ours["se"]
+    assert ours["p_two_sided"] == pytest.approx(2 * stats.t.sf(abs(t), k - 1), rel=1e-9)
+
+
+def test_random_effects_by_hand_without_heterogeneity():
+    # equal differences: tau^2 = 0, the weighted mean is the common value, I^2 = 0
+    r = random_effects([0.02, 0.02, 0.02, 0.02], [0.01, 0.02, 0.01, 0.005])
+    assert r["tau"] == 0 and r["i2"] == 0 and r["estimate"] == pytest.approx(0.02)
+    assert r["se"] == 0 and r["p_two_sided"] == 0 and r["p_tost"] == 1  # 0.02 is past 0.01
+    # two data sets are too few for a prediction interval (t on k - 2 degrees of freedom)
+    assert random_effects([0.1, 0.2], [0.01, 0.01])["verdict"] == "too few"
+
+
+@pytest.mark.parametrize(
+    ("d", "verdict"),
+    [
+        ([0.03, 0.025, 0.04, 0.035, 0.03, 0.028, 0.032, 0.036], "better"),
+        ([-0.03, -0.025, -0.04, -0.035, -0.03, -0.028, -0.032, -0.036], "worse"),
+        ([0.001, -0.002, 0.0015, 0.0, -0.001, 0.002, 0.0005, -0.0005], "equivalent"),
+        ([0.05, -0.04, 0.03, -0.06, 0.01, -0.03, 0.04, 0.0], "inconclusive"),
+    ],
+)
+def test_re_verdicts_holm_over_the_questions(d, verdict):
+    se = np.full(len(d), 0.002)
+    clear = random_effects(np.full(8, 0.03) + np.linspace(0, 0.004, 8), se)
+    got = re_verdicts([random_effects(d, se), clear])
+    assert got[0]["verdict"] == verdict
+    p = [random_effects(d, se)["p_two_sided"], clear["p_two_sided"]]
+    assert got[0]["p_holm"] == pytest.approx(holm(p)[0])
+    assert re_verdicts([{"datasets": 2, "verdict": "too few"}])[0]["verdict"] == "too few"

@@ -43,11 +43,23 @@ def test_tables_and_a_longer_variant_run_through_every_stage(tmp_path):
     hist = pd.read_csv(d / "records" / "training" / "vehicle-mlp-e8-run-1.csv")
     assert hist["epoch"].max() == 8  # the variant's own length
     report = (d / "metrics" / "report.md").read_text()
-    assert report.index("## Primary comparison") < report.index("## Summary")
-    assert "Over 2 independent data sets: median NCIP - Entropy" in report
+    assert report.index("## Primary comparisons") < report.index("## Summary")
+    # two data sets: the random-effects analysis needs 3, the median rule 6
+    assert "**NCIP - Entropy over 2 data sets: no verdict: fewer than 3 data sets.**" in report
+    assert "**Ens-Entropy - Entropy over 2 data sets: no verdict" in report
+    assert "- NCIP - Entropy: median" in report and "no verdict: too few data sets" in report
+    assert "## Checkpoint scores against Entropy and NCIP (secondary)" in report
+    assert "| Flips | trajectory |" in report and (d / "plots" / "report" / "forest.png").is_file()
+    primary = pd.read_csv(d / "metrics" / "primary.csv")
+    assert set(zip(primary["method"], primary["against"], strict=True)) == {
+        ("ncip", "entropy"),
+        ("ensemble-entropy", "entropy"),
+    }
+    assert len(primary) == 6 and (primary["se"] > 0).all()  # 3 subjects x 2 questions
     assert "## Longer training: NCIP's gain over Entropy" in report
     assert "| vehicle-mlp | 5 |" in report and "a win or loss also needs the run-level" in report
     paired = pd.read_csv(d / "metrics" / "paired.csv")
     assert {"t_lo", "t_hi"} <= set(paired.columns)
     sig = json.loads((d / "metrics" / "significance.json").read_text())
-    assert sig["primary"]["datasets"] == 2 and sig["subjects"] == ["vehicle-mlp", "vowel-mlp"]
+    assert [q["datasets"] for q in sig["primary"]] == [2, 2]
+    assert sig["subjects"] == ["vehicle-mlp", "vowel-mlp"]

@@ -52,6 +52,11 @@ def baselines() -> list[str]:
     return method_order(_methods().list_methods("baseline"))
 
 
+def checkpoint_methods() -> list[str]:
+    """The checkpoint scores (:mod:`ncip.core.dynamics`), in their registered order."""
+    return _methods().list_methods("checkpoint")
+
+
 def method_order(methods: Iterable[str]) -> list[str]:
     """The paper's row order for methods the paper has, then any others alphabetically."""
     from ncip.study.paper import row_order
@@ -280,11 +285,13 @@ def paired_intervals(
     seed: int = 0,
     resamples: int = 1000,
     budgets: tuple[int | None, ...] = PAIRED_BUDGETS,
+    reference: str = "ncip",
 ) -> pd.DataFrame:
-    """NCIP minus every other method (baselines and ablations) per subject and split, with the
-    paired hierarchical bootstrap's 95% interval (:func:`ncip.study.statistics.paired_bootstrap`;
-    runs, then test inputs). Orders are those of the metrics (the seeded tie-break); a method
-    with several repeats (RS) enters with its first."""
+    """``reference`` (NCIP) minus every other method of ``table`` (baselines, ablations,
+    checkpoint scores) per subject and split, with the paired hierarchical bootstrap's 95%
+    interval and standard error (:func:`ncip.study.statistics.paired_bootstrap`; runs, then test
+    inputs). Orders are those of the metrics (the seeded tie-break); a method with several
+    repeats (RS) enters with its first."""
     from ncip.study.statistics import paired_bootstrap
 
     jobs = []
@@ -311,18 +318,36 @@ def paired_intervals(
                 order = idx[order_from_scores(gm["score"].to_numpy(), seed)]
                 by_method[method] = (order, fault)
             runs.append(by_method)
-        if "ncip" in runs[0]:
+        if reference in runs[0] and len(runs[0]) > 1:
             jobs.append((subject, split, runs))
 
     def one(job: tuple) -> pd.DataFrame:
         subject, split, runs = job
-        part = paired_bootstrap(runs, "ncip", budgets, resamples, seed)
+        part = paired_bootstrap(runs, reference, budgets, resamples, seed)
         return part.assign(subject=subject, split=split)
 
     # each (subject, split) seeds its own generator, so running them side by side (NumPy
     # releases the GIL in the resampling's array work) gives the serial loop's numbers
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         out = list(pool.map(one, jobs))
-    cols = ["subject", "split", "budget", "method", "diff", "lo", "hi", "t_lo", "t_hi", "verdict",
-            "resamples"]  # fmt: skip
+    cols = ["subject", "split", "budget", "method", "diff", "lo", "hi", "se", "t_lo", "t_hi"]
+    cols += ["verdict", "resamples"]
     return pd.concat(out, ignore_index=True)[cols] if out else pd.DataFrame(columns=cols)
+
+
+def primary_intervals(table: pd.DataFrame, seed: int = 0, resamples: int = 1000) -> pd.DataFrame:
+    """Each co-primary question's difference (:data:`ncip.study.statistics.PRIMARY_QUESTIONS`,
+    method minus against, clean RAUC-ALL) per subject, with the paired bootstrap's interval and
+    standard error: the per-subject input of the random-effects analysis
+    (docs/preregistration.md). Subjects lacking either method are left out."""
+    from ncip.study.statistics import PRIMARY_QUESTIONS
+
+    cols = ["subject", "method", "against", "diff", "lo", "hi", "se", "resamples"]
+    parts = []
+    clean = table[table["split"] == "test"]
+    for method, against in PRIMARY_QUESTIONS:
+        pair = clean[clean["method"].isin([method, against])]
+        got = paired_intervals(pair, seed, resamples, (None,), reference=method)
+        if not got.empty:
+            parts.append(got.assign(against=got["method"], method=method))
+    return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)

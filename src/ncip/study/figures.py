@@ -156,3 +156,32 @@ def analysis_figures(a: RunAnalysis, folder: Path, seed: int, tsne: bool = True)
     )
     if tsne:
         tsne_figure(a.final_probs, a.nc_probs, a.wrong, folder / "tsne.png", a.name, seed)
+
+
+def forest_figure(rows: list[dict], path: Path, xlabel: str) -> None:
+    """A forest plot per question (side by side): each data set's difference with its 95%
+    interval, the pooled estimate as a diamond with its interval, and the prediction interval
+    for a new data set as a thin bar below it; 0 dashed."""
+    sns.set_theme(style="whitegrid")
+    questions = list(dict.fromkeys(r["question"] for r in rows))
+    height = max(3.0, 0.32 * max(sum(r["question"] == q for r in rows) for q in questions) + 1.6)
+    fig, axes = plt.subplots(1, len(questions), figsize=(5.5 * len(questions), height))
+    for ax, q in zip(np.atleast_1d(axes), questions, strict=True):
+        part = [r for r in rows if r["question"] == q]
+        sets = sorted((r for r in part if r["kind"] == "data set"), key=lambda r: r["est"])
+        y = np.arange(len(sets), 0, -1, dtype=float)
+        for yi, r in zip(y, sets, strict=True):
+            ax.plot([r["lo"], r["hi"]], [yi, yi], color="0.35", linewidth=1.2)
+            ax.plot(r["est"], yi, "s", color="0.15", markersize=4)
+        labels = [r["row"] for r in sets]
+        ticks = list(y)
+        for r in (r for r in part if r["kind"] == "pooled"):
+            ax.fill([r["lo"], r["est"], r["hi"], r["est"]], [0, 0.3, 0, -0.3], color="tab:blue")
+            ax.plot([r["pred_lo"], r["pred_hi"]], [-0.7, -0.7], color="tab:blue", linewidth=1)
+            ticks += [0, -0.7]
+            labels += ["pooled (95% CI)", "prediction interval"]
+        ax.axvline(0, color="0.5", linestyle="--", linewidth=1)
+        ax.set_yticks(ticks, labels, fontsize=8)
+        ax.xaxis.set_major_locator(plt.MaxNLocator(5))
+        ax.set(title=q, xlabel=xlabel)
+    save_figure(fig, path)

@@ -1,5 +1,8 @@
 """Significance across subjects (paper Table 5): one-sided Wilcoxon signed-rank tests, Holm's
-correction and the matched-pairs rank-biserial effect size."""
+correction and the matched-pairs rank-biserial effect size; the paired bootstrap within a
+subject; and the pre-registered primary analysis over data sets (docs/preregistration.md): a
+random-effects meta-analysis with the Hartung-Knapp adjustment, its prediction interval and a
+TOST equivalence test, with the median rule of issue 40 as a sensitivity analysis."""
 
 from __future__ import annotations
 
@@ -189,7 +192,8 @@ def paired_bootstrap(
     their input error is shared, not independent) and by every method (the pairing).
     ``runs[r][method]`` is ``(order, fault)``: the method's ranking of the inputs (indices, best
     first) and each input's fault flag. Returns one row per (method, budget): the observed mean
-    difference over runs, the 2.5% and 97.5% bootstrap quantiles, the run-level t-interval
+    difference over runs, the 2.5% and 97.5% bootstrap quantiles and the bootstrap standard
+    error (``se``: the sd of the resampled differences), the run-level t-interval
     (:func:`t_interval`; NaN with one run), and the verdict: a win or loss needs the bootstrap
     interval to exclude 0 and, with 2 to T_RUNS_BELOW - 1 runs, the t-interval too. ``chunk``
     replicates are weighed at a time (default: :func:`bootstrap_chunk`); it changes the speed,
@@ -252,6 +256,7 @@ def paired_bootstrap(
                     "diff": float(np.nanmean(observed[m][n])),
                     "lo": float(lo),
                     "hi": float(hi),
+                    "se": float(np.nanstd(stat, ddof=1)),
                     "t_lo": t_lo,
                     "t_hi": t_hi,
                     "resamples": resamples,
@@ -277,9 +282,91 @@ def win_tie_loss(paired: pd.DataFrame) -> pd.DataFrame:
 # the strongest confidence score (Entropy) on clean RAUC-ALL, one value per data set (subjects
 # on one data set share their test inputs: they are one unit), two-sided; the median difference
 # over data sets with a distribution-free 95% interval, and equivalence within +-MARGIN. The
-# other baselines are secondary (Holm, Table 5).
+# other baselines are secondary (Holm, Table 5). Since issue 45/49 (docs/preregistration.md)
+# this median rule is the sensitivity analysis of the two co-primary questions below.
 PRIMARY = {"method": "ncip", "against": "entropy", "metric": "rauc_all", "margin": 0.01}
 PRIMARY_LEVEL = 0.95
+# The co-primary questions (docs/preregistration.md), Holm-corrected over the two: each
+# (method, against) on clean RAUC-ALL, method minus against.
+PRIMARY_QUESTIONS = (("ncip", "entropy"), ("ensemble-entropy", "entropy"))
+RE_MIN_DATASETS = 3  # the prediction interval's t has k - 2 degrees of freedom
+SE_FLOOR = 1e-6  # a data set whose two orders agree on every resample weighs as if se = 1e-6
+
+
+def random_effects(
+    d: ArrayLike, se: ArrayLike, margin: float = PRIMARY["margin"], level: float = PRIMARY_LEVEL
+) -> dict:
+    """A random-effects meta-analysis of one difference per data set ``d`` with its standard
+    error ``se`` (docs/preregistration.md): the DerSimonian-Laird between-data-set variance
+    tau^2, the inverse-variance weighted mean with the Hartung-Knapp(-Sidik-Jonkman) variance
+    ``sum w (d - mu)^2 / ((k - 1) sum w)`` and a t interval on k - 1 degrees of freedom; the
+    prediction interval for a new data set ``mu +- t_{k-2} sqrt(tau^2 + se_mu^2)`` (Higgins,
+    Thompson & Spiegelhalter 2009); I^2; the two-sided p of mu = 0 and the TOST p of
+    equivalence within +-``margin`` (the larger of the two one-sided t-test p values)."""
+    d = np.asarray(d, dtype=np.float64)
+    v = np.maximum(np.asarray(se, dtype=np.float64), SE_FLOOR) ** 2
+    if d.shape != v.shape or d.ndim != 1 or not np.all(np.isfinite(d) & np.isfinite(v)):
+        raise InputError("random_effects needs one finite difference and standard error per set")
+    k = len(d)
+    if k < RE_MIN_DATASETS:
+        return {"datasets": k, "verdict": "too few"}
+    w = 1.0 / v
+    mu_fixed = float((w * d).sum() / w.sum())
+    q = float((w * (d - mu_fixed) ** 2).sum())
+    c = float(w.sum() - (w**2).sum() / w.sum())
+    tau2 = max(0.0, (q - (k - 1)) / c) if c > 0 else 0.0
+    ws = 1.0 / (v + tau2)
+    mu = float((ws * d).sum() / ws.sum())
+    se_mu = float(np.sqrt((ws * (d - mu) ** 2).sum() / ((k - 1) * ws.sum())))
+    t_ci = float(stats.t.ppf(0.5 + level / 2, k - 1))
+    t_pi = float(stats.t.ppf(0.5 + level / 2, k - 2))
+    half_pi = t_pi * float(np.sqrt(tau2 + se_mu**2))
+    if se_mu > 0:
+        p = float(2 * stats.t.sf(abs(mu) / se_mu, k - 1))
+        p_tost = float(
+            max(stats.t.sf((mu + margin) / se_mu, k - 1), stats.t.cdf((mu - margin) / se_mu, k - 1))
+        )
+    else:  # every data set gives the same difference
+        p = 0.0 if mu != 0 else 1.0
+        p_tost = 0.0 if abs(mu) < margin else 1.0
+    return {
+        "datasets": k,
+        "estimate": mu,
+        "se": se_mu,
+        "low": mu - t_ci * se_mu,
+        "high": mu + t_ci * se_mu,
+        "pred_low": mu - half_pi,
+        "pred_high": mu + half_pi,
+        "tau": float(np.sqrt(tau2)),
+        "i2": max(0.0, (q - (k - 1)) / q) if q > 0 else 0.0,
+        "p_two_sided": p,
+        "p_tost": p_tost,
+        "margin": margin,
+    }
+
+
+def re_verdicts(results: list[dict], alpha: float = 0.05) -> list[dict]:
+    """Holm over the co-primary questions, for the test of a difference and for equivalence:
+    "better" or "worse" where the Holm-corrected p of a difference is below ``alpha`` (with
+    "within the margin" added when equivalence holds too), else "equivalent" where the
+    corrected TOST p is, else "inconclusive"; "too few" without enough data sets."""
+    live = [i for i, r in enumerate(results) if r.get("verdict") != "too few"]
+    out = [dict(r) for r in results]
+    if not live:
+        return out
+    p_diff = holm([results[i]["p_two_sided"] for i in live])
+    p_eq = holm([results[i]["p_tost"] for i in live])
+    for j, i in enumerate(live):
+        r = out[i]
+        r["p_holm"], r["p_tost_holm"] = float(p_diff[j]), float(p_eq[j])
+        equivalent = p_eq[j] < alpha
+        if p_diff[j] < alpha:
+            r["verdict"] = ("better" if r["estimate"] > 0 else "worse") + (
+                " (within the margin)" if equivalent else ""
+            )
+        else:
+            r["verdict"] = "equivalent" if equivalent else "inconclusive"
+    return out
 
 
 def median_interval(x: ArrayLike, level: float = PRIMARY_LEVEL) -> tuple[float, float, float]:

@@ -5,16 +5,19 @@ One module per part of the report: :mod:`.inputs` reads the other stages' output
 ``sections.SECTIONS``), drawing on :mod:`.common` (subject columns, paper-beside-run tables,
 costs), :mod:`.significance` (Table 5, the extended study), :mod:`.paired` (per-subject
 intervals), :mod:`.retraining` (RQ3) and :mod:`.agreement` (the summary's comparisons with
-the paper, ties). The report stage needs only what this package exports.
+the paper, ties) and :mod:`.primary` (the pre-registered co-primary questions, the forest
+plot's rows, the checkpoint scores). The report stage needs only what this package exports.
 """
 
 from ncip.study.report.inputs import ReportInputs, read_inputs, weak_table
+from ncip.study.report.primary import forest_rows
 from ncip.study.report.retraining import retrain_table
 from ncip.study.report.sections import render_report
 from ncip.study.report.significance import significance_record
 
 __all__ = [
     "ReportInputs",
+    "forest_rows",
     "read_inputs",
     "render_report",
     "retrain_table",

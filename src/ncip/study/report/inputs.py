@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from ncip.core.errors import InputError
-from ncip.study.evaluation import aggregate, baselines
+from ncip.study.evaluation import aggregate, baselines, checkpoint_methods
 from ncip.study.paths import run_key, run_tag
 from ncip.study.subjects import parse_subject
 
@@ -39,13 +39,13 @@ class ReportInputs:
     training: pd.DataFrame = field(default_factory=pd.DataFrame)  # every run's history
     text: str | None = None  # metrics/text.md (`make text`)
     lm: str | None = None  # metrics/lm.md (`make lm`)
+    primary: pd.DataFrame = field(default_factory=pd.DataFrame)  # metrics/primary.csv
 
 
 def read_inputs(params: Path, metrics_dir: Path, scores: Path, plots_dir: Path) -> ReportInputs:
     """Read the study's results for the report; ValueError when evaluate-rauc has not run."""
     from ncip.study.cost import collect
     from ncip.study.stage import read_records
-    from ncip.study.statistics import wilcoxon_table
     from ncip.study.subjects import external_specs, load_study
 
     cfg, subjects, runs = load_study(params)
@@ -57,7 +57,7 @@ def read_inputs(params: Path, metrics_dir: Path, scores: Path, plots_dir: Path) 
             f"{metrics_dir / 'per_ordering.csv'} has no rows for these subjects; run evaluate-rauc"
         )
     mean, std = aggregate(per_order)
-    methods = [m for m in baselines() + ["ncip"] if m in set(mean["method"])]
+    methods = [m for m in baselines() + checkpoint_methods() + ["ncip"] if m in set(mean["method"])]
     # Table 5: NCIP vs each baseline, paired over the independent subjects (means over runs;
     # a variant of a subject in the study, calibrated or trained longer, is the same data and
     # architecture, so it is left out), and over their (subject, run) pairs as a descriptive
@@ -101,6 +101,10 @@ def read_inputs(params: Path, metrics_dir: Path, scores: Path, plots_dir: Path) 
     paired = pd.read_csv(paired_file) if paired_file.exists() else pd.DataFrame()
     if not paired.empty:
         paired = paired[paired["subject"].isin(subjects)]
+    primary_file = metrics_dir / "primary.csv"
+    primary = pd.read_csv(primary_file) if primary_file.exists() else pd.DataFrame()
+    if not primary.empty:
+        primary = primary[primary["subject"].isin(subjects)]
     return ReportInputs(
         cfg,
         subjects,
@@ -111,8 +115,8 @@ def read_inputs(params: Path, metrics_dir: Path, scores: Path, plots_dir: Path) 
         mean,
         std if len(runs) > 1 else None,
         methods,
-        wilcoxon_table(wide),
-        wilcoxon_table(per_run) if len(runs) > 1 else pd.DataFrame(),
+        by_family(wide),
+        by_family(per_run) if len(runs) > 1 else pd.DataFrame(),
         costs,
         collect(subjects, runs),
         retrain,
@@ -124,7 +128,22 @@ def read_inputs(params: Path, metrics_dir: Path, scores: Path, plots_dir: Path) 
         pd.concat(training, ignore_index=True) if training else pd.DataFrame(),
         txt.read_text() if (txt := metrics_dir / "text.md").exists() else None,
         lm.read_text() if (lm := metrics_dir / "lm.md").exists() else None,
+        primary,
     )
+
+
+def by_family(wide: pd.DataFrame) -> pd.DataFrame:
+    """Table 5's tests of NCIP against each column of ``wide``, Holm-corrected within each
+    family: the paper's baselines among themselves (as the paper corrects), the checkpoint
+    scores among themselves."""
+    from ncip.study.statistics import wilcoxon_table
+
+    parts = []
+    for family in (baselines(), checkpoint_methods()):
+        cols = [m for m in family if m in wide.columns]
+        if cols:
+            parts.append(wilcoxon_table(wide[cols + ["ncip"]]))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
 def weak_table(r: ReportInputs) -> pd.DataFrame:

@@ -21,7 +21,7 @@ from ncip.study.report.common import column_of, cost_table, not_run_markdown, si
 from ncip.study.report.inputs import ReportInputs
 from ncip.study.report.paired import paired_paragraph, paired_section
 from ncip.study.report.paired import selection_control_section as selection_control
-from ncip.study.report.primary import primary_section
+from ncip.study.report.primary import checkpoint_scores_section, primary_section
 from ncip.study.report.retraining import (
     recipes_markdown,
     retrain_markdown,
@@ -137,7 +137,8 @@ def table5_section(r: ReportInputs) -> list[str]:
         "## Significance: NCIP vs each baseline on RAUC-ALL (paper Table 5)",
         "",
         "One-sided Wilcoxon signed-rank tests (NCIP greater), Holm-corrected over the "
-        "baselines; effect size = matched-pairs rank-biserial correlation. The paper pairs its "
+        "paper's baselines, and separately over the checkpoint scores (below them; not in the "
+        "paper); effect size = matched-pairs rank-biserial correlation. The paper pairs its "
         "14 subjects (10 for EffiMAP). Here the pairs are the independent subjects only ("
         + ", ".join(r.independent)
         + "): a calibration variant (mixup, label smoothing) is the same data and architecture "
@@ -441,6 +442,7 @@ SECTIONS = (
     table6_section,
     paired_intervals_section,
     table7_8_section,
+    checkpoint_scores_section,
     selection_control_section,
     ties_section,
     calibration_section,
