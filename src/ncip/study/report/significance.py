@@ -137,7 +137,6 @@ def extended_significance_sentence(extended: str | None) -> str:
 # The sections of an experiment's report that metrics/NAME.md keeps (headings' beginnings)
 EXTENDED_SECTIONS = (
     "Primary comparison",
-    "Checkpoint scores",
     "Models under test",
     "RAUC-ALL on clean data",
     "Significance:",
@@ -154,6 +153,7 @@ EXPERIMENT_SECTIONS = {
     ),
 }
 OPTIONAL_SECTIONS = (
+    "Checkpoint scores",
     "What could not run",
     "Training: accuracy and sigma_cos",
     "Longer training",
