@@ -174,10 +174,10 @@ def test_random_effects_matches_statsmodels_dersimonian_laird_with_hartung_knapp
     with warnings.catch_warnings():  # about its per-study intervals, which are not compared
         warnings.simplefilter("ignore")
         ref = combine_effects(d, se**2, method_re="dl", use_t=True)
+        frame = ref.summary_frame()
     assert ours["tau"] ** 2 == pytest.approx(ref.tau2, rel=1e-9, abs=1e-15)
     assert ours["i2"] == pytest.approx(ref.i2, rel=1e-9)
     assert ours["estimate"] == pytest.approx(ref.mean_effect_re, rel=1e-9)
-    frame = ref.summary_frame()
     hk = frame.loc["random effect wls"]  # the Hartung-Knapp-Sidik-Jonkman variance
     assert ours["se"] == pytest.approx(hk["sd_eff"], rel=1e-9)
     assert (ours["low"], ours["high"]) == pytest.approx((hk["ci_low"], hk["ci_upp"]), rel=1e-9)

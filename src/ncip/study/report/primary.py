@@ -75,10 +75,11 @@ def primary_results(r: ReportInputs) -> list[dict]:
 def _re_line(res: dict) -> str:
     q = _question(res["method"], res["against"])
     k = res["datasets"]
+    sets = f"{k} data set{'' if k == 1 else 's'}"
     if res["verdict"] == "too few":
-        return f"**{q} over {k} data sets: {RE_WORDS['too few']}.**"
+        return f"**{q} over {sets}: {RE_WORDS['too few']}.**"
     return (
-        f"**{q} over {k} data sets: {res['estimate']:+.4f} [{res['low']:+.4f}, "
+        f"**{q} over {sets}: {res['estimate']:+.4f} [{res['low']:+.4f}, "
         f"{res['high']:+.4f}] (Hartung-Knapp 95% interval); prediction interval for a new data "
         f"set [{res['pred_low']:+.4f}, {res['pred_high']:+.4f}]; tau = {res['tau']:.4f}, I^2 = "
         f"{res['i2']:.0%}; p = {res['p_two_sided']:.3g} (Holm {res['p_holm']:.3g}), TOST within "
