@@ -865,6 +865,17 @@ PARAM_CASES = [
     ("data: {val_fraction: 2.5}", "data.val_fraction must be a number between 0 and 1"),
     ("external: {x: {checkpoints: /etc, data: /etc}}", "external.x.checkpoints is /etc, a system"),
     ("external: {x: {checkpoints: nowhere, data: nowhere}}", "external.x.checkpoints nowhere is"),
+    # issue 47: every lm.* key against the rule the lm stages use; a model with arguments
+    ("lm: {k: 1}", "lm.k must be an integer of at least 2"),
+    ("lm: {alpha: 5}", "lm.alpha must be a number in (0, 1]"),
+    ("lm: {prompts: -3}", "lm.prompts must be an integer of at least 1"),
+    ("lm: {models: [gpt-9]}", "unknown language model 'gpt-9'"),
+    ("lm: {models: tiny-gpt2}", "lm.models must be a list of language-model names"),
+    ("lm: {finetune: {epochs: 0}}", "lm.finetune.epochs must be an integer of at least 1"),
+    ("lm: {pretrain: {lr: -0.1}}", "lm.pretrain.lr must be a positive number"),
+    ("lm: {runs: [0, 0]}", "lm: runs lists 0 more than once"),
+    ("lm: {colour: red}", "lm.colour is not a key of the language-model study"),
+    ("lm: {alpha: 0.01}", "lm, with finetune.epochs 30: alpha 0.01 leaves 1 of 30"),
 ]
 
 

@@ -361,6 +361,13 @@ def test_an_unquoted_glob_is_ranked_in_training_order(tmp_path):
     # a list in another order than by name is the user's: kept
     mine = [tmp_path / f"epoch_{e}.pt" for e in (2, 1, 3)]
     assert [c.name for c in discover(mine)] == ["epoch_2.pt", "epoch_1.pt", "epoch_3.pt"]
+    # newest first, as $(ls -t ckpt/*.pt) lists them: exactly backwards, so put in training
+    # order (epoch_1.pt had become the final model; issue 47 item 9), and said
+    newest_first = [tmp_path / f"epoch_{e}.pt" for e in range(12, 0, -1)]
+    cs = discover(newest_first)
+    assert [c.name for c in cs] == [f"epoch_{e}.pt" for e in range(1, 13)]
+    assert "as `ls -t` lists newest first" in cs.order
+    assert [c.name for c in discover(newest_first, order="given")][-1] == "epoch_1.pt"
 
 
 @pytest.mark.parametrize("kind", ["folder", "glob"])
@@ -742,6 +749,14 @@ def test_import_external_refuses_a_model_with_arguments(tmp_path):
     plain = replace(spec, model=f"{tmp_path / 'wide.py'}:MLP")
     hist = import_external(plain, info, splits, out, "digits-wide", 0)
     assert len(hist) == 6 and (out / "history.csv").is_file()
+    # importing again replaces what the last import wrote; a file of the user's there is never
+    # deleted: the import is refused, the folder left as it was (issue 47 item 9)
+    import_external(plain, info, splits, out, "digits-wide", 0)
+    (out / "notes.txt").write_text("mine")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(ExternalError, match=r"holds files an import did not write \(notes.txt\)"):
+        import_external(plain, info, splits, out, "digits-wide", 0)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
 @pytest.mark.parametrize("where", ["itself", "above", "inside"])

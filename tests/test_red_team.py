@@ -403,3 +403,167 @@ def test_a_users_own_pretrained_model_is_built_from_its_config_json(run, tmp_pat
     )  # fmt: skip
     assert r.exit_code == 0, r.output
     assert "custom_hf.py:TinyModel with its config.json" in " ".join(r.output.split())
+
+
+def test_epoch_and_accuracy_in_the_names_is_an_even_history(run):
+    """Issue 47 item 5 (a regression): model-e07-acc0.93.pt files, every epoch kept, are an even
+    history by the epoch field the order reads, not 'chosen by a metric' by the accuracy."""
+    from safetensors.torch import load_file
+
+    ck = run / "named"
+    ck.mkdir()
+    accs = [91, 88, 93, 90, 92]  # not monotone: read as the order key, they look thinned
+    for e, acc in zip(range(1, 6), accs, strict=True):
+        state = load_file(run / "ck" / f"epoch_{e}.safetensors")
+        torch.save(state, ck / f"model-e{e:02d}-acc0.{acc}.pt")
+    r = runner.invoke(
+        app,
+        ["rank", str(ck), "--model", f"{run / 'mlp.py'}:build", "--inputs", str(run / "x.npy"),
+         "--out", str(run / "n.csv"), "--k", "2"],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    said = " ".join(r.output.split())
+    assert "chosen by a metric" not in said and "not an even history" not in said
+    assert "the number after 'model-e' in each file name" in said
+
+
+@pytest.mark.parametrize("option", ["--inputs", "--labels", "--tokenizer", "--prompts"])
+def test_a_named_pipe_is_refused_not_read_for_ever(run, option):
+    """Issue 47 item 9: `--inputs texts.txt` that is a FIFO blocked for ever; every file option
+    now refuses what is not a regular file, in one line."""
+    import os
+
+    names = {"--inputs": "texts.txt", "--labels": "y.txt", "--tokenizer": "tok.json"}
+    fifo = run / names.get(option, "prompts.jsonl")
+    os.mkfifo(fifo)
+    args = ["rank", str(run / "ck"), "--model", f"{run / 'mlp.py'}:build", "--out",
+            str(run / "r.csv"), "--k", "2", "--quiet"]  # fmt: skip
+    if option == "--prompts":
+        args += ["--prompts", str(fifo)]
+    elif option == "--inputs":
+        args += ["--inputs", str(fifo)]
+    elif option == "--tokenizer":  # read when raw texts are encoded
+        (run / "t.txt").write_text("one text\nanother text\n")
+        args += ["--inputs", str(run / "t.txt"), "--tokenizer", str(fifo)]
+    else:
+        args += ["--inputs", str(run / "x.npy"), option, str(fifo)]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 2, r.output
+    assert "is not a regular file" in " ".join(r.output.split()), r.output
+    assert not (run / "r.csv").exists()
+
+
+@pytest.mark.parametrize(
+    ("kind", "extra", "said"),
+    [
+        ("--inputs", ["--new-tokens", "8"], "--new-tokens does not apply to --inputs"),
+        ("--inputs", ["--failure", "0.3"], "--failure does not apply to --inputs"),
+        ("--prompts", ["--labels", "y.npy"], "--labels does not apply to --prompts"),
+        ("--prompts", ["--ema", "--precision", "bf16"], "--ema, --precision do not apply"),
+        ("--prompts", ["--mean", "0.5"], "--mean does not apply to --prompts"),
+    ],
+)
+def test_options_of_the_other_input_kind_are_refused_not_ignored(run, kind, extra, said):
+    """Issue 47 item 9: options that do not apply to the input kind were silently ignored."""
+    (run / "p.jsonl").write_text('{"prompt": "a"}\n')
+    source = str(run / "x.npy") if kind == "--inputs" else str(run / "p.jsonl")
+    r = runner.invoke(
+        app,
+        ["rank", str(run / "ck"), "--model", f"{run / 'mlp.py'}:build", kind, source,
+         "--out", str(run / "r.csv"), *extra],
+    )  # fmt: skip
+    assert r.exit_code == 2, r.output
+    assert said in " ".join(r.output.split()) and "Traceback" not in r.output
+    assert not (run / "r.csv").exists()
+
+
+def test_warnings_where_the_evidence_is_there(run, tmp_path):
+    """Issue 47 item 6: table features on a scale no standardized training sees, and labelled
+    inputs the final model gets far more wrong than its run recorded, are each said in a
+    warning (the ranking is still written)."""
+    import pandas as pd
+
+    import ncip
+
+    x = np.load(run / "x.npy")
+    table = pd.DataFrame(x * 1000.0, columns=[f"f{i}" for i in range(20)])
+    table.to_csv(tmp_path / "raw.csv", index=False)
+    r = runner.invoke(
+        app,
+        ["rank", str(run / "ck"), "--model", f"{run / 'mlp.py'}:build", "--inputs",
+         str(tmp_path / "raw.csv"), "--out", str(tmp_path / "r.csv"), "--k", "2"],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    said = " ".join(r.output.split())
+    assert "varies with standard deviation" in said and "StandardScaler" in said
+    # a writer's run that recorded 98% validation accuracy, ranked with labels it gets wrong
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(20, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
+    writer = ncip.CheckpointWriter(tmp_path / "wck", plot=False)
+    for epoch in range(1, 5):
+        with torch.no_grad():
+            for p in net.parameters():
+                p.add_(0.05 * torch.randn_like(p))
+        writer.save(net, epoch=epoch, metrics={"val_acc": 0.98})
+    with torch.no_grad():
+        pred = net(torch.from_numpy(x)).argmax(1).numpy()
+    np.save(tmp_path / "y.npy", (pred + 1) % 10)  # every label wrong
+    r = runner.invoke(
+        app,
+        ["rank", str(tmp_path / "wck"), "--model", f"{run / 'mlp.py'}:build", "--inputs",
+         str(run / "x.npy"), "--labels", str(tmp_path / "y.npy"), "--out",
+         str(tmp_path / "w.csv"), "--k", "2"],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    said = " ".join(r.output.split())
+    assert "gets 0.0% of your labelled inputs right, where its run recorded 98.0%" in said
+
+
+def test_a_forward_that_needs_offsets_gets_the_wrapper_hint(run, tmp_path):
+    """Issue 47 item 4: the PyTorch tutorial's text model, forward(text, offsets), refused
+    with the two-line wrapper as the way."""
+    (tmp_path / "bag.py").write_text(
+        "import torch.nn as nn\n\n"
+        "class Bag(nn.Module):\n"
+        "    def __init__(self, num_classes=10):\n"
+        "        super().__init__()\n"
+        "        self.emb = nn.EmbeddingBag(50, 8)\n"
+        "        self.fc = nn.Linear(8, num_classes)\n\n"
+        "    def forward(self, text, offsets):\n"
+        "        return self.fc(self.emb(text, offsets))\n"
+    )
+    import sys
+
+    sys.path.insert(0, str(tmp_path))
+    try:
+        from bag import Bag
+    finally:
+        sys.path.remove(str(tmp_path))
+    torch.manual_seed(0)
+    save_drifting_epochs(Bag(), tmp_path / "bagck", 4)
+    np.save(tmp_path / "ids.npy", np.random.default_rng(0).integers(0, 50, (30, 6)))
+    r = runner.invoke(
+        app,
+        ["rank", str(tmp_path / "bagck"), "--model", f"{tmp_path / 'bag.py'}:Bag", "--inputs",
+         str(tmp_path / "ids.npy"), "--out", str(tmp_path / "r.csv"), "--k", "2"],
+    )  # fmt: skip
+    assert r.exit_code == 2, r.output
+    said = " ".join(r.output.split())
+    assert "forward(text, offsets)" in said and "wraps it" in said
+
+
+def test_no_checkpoints_never_points_at_an_empty_place(run, tmp_path):
+    """Issue 47 item 9 (a regression): 'holds no model checkpoints' ended with 'checkpoints
+    are further down, in : ...' where nothing further down held one."""
+    d = tmp_path / "empty-run"
+    (d / "logs").mkdir(parents=True)
+    torch.save({"state": {}, "param_groups": []}, d / "optimizer.pt")
+    (d / "logs" / "notes.txt").write_text("x")
+    r = runner.invoke(
+        app,
+        ["rank", str(d), "--model", f"{run / 'mlp.py'}:build", "--inputs", str(run / "x.npy"),
+         "--out", str(tmp_path / "r.csv")],
+    )  # fmt: skip
+    assert r.exit_code == 2, r.output
+    said = " ".join(r.output.split())
+    assert "holds no model checkpoints" in said and "further down" not in said

@@ -231,6 +231,8 @@ def test_a_plain_pytorch_language_model_ranks_with_its_tokenizer(lm_run, tmp_pat
         ("both", "--inputs (a classifier's inputs) or --prompts"),
         ("no-field", "each line needs a 'prompt' (or 'text') field"),
         ("no-reference", "lacks a string 'prompt' and 'reference'"),
+        ("first-no-reference", "object 2 has a 'reference' but object 1 has none"),
+        ("same-id", "objects 1 and 2 have the same id 'p'"),
         ("bad-suffix", "give a .jsonl"),
         ("failure", "--failure is 'median' or a BLEU-2"),
         ("empty", "encodes to no tokens"),
@@ -249,6 +251,11 @@ def test_bad_prompts_end_in_one_line_and_keep_the_outputs(lm_run, tmp_path, case
         prompts.write_text(json.dumps({"question": "a"}) + "\n")
     elif case == "no-reference":
         prompts.write_text(json.dumps(rows[0]) + "\n" + json.dumps({"prompt": "a"}) + "\n")
+    elif case == "first-no-reference":  # references were dropped silently (issue 47)
+        prompts.write_text(json.dumps({"prompt": "a"}) + "\n" + json.dumps(rows[0]) + "\n")
+    elif case == "same-id":  # ranked twice before
+        same = [{**rows[0], "id": "p"}, {**rows[1], "id": "p"}]
+        prompts.write_text("".join(json.dumps(r) + "\n" for r in same))
     elif case == "bad-suffix":
         prompts = tmp_path / "p.csv"
         prompts.write_text("prompt\na\n")
@@ -280,3 +287,12 @@ def test_the_readme_language_model_example_runs(lm_run, tmp_path, monkeypatch, c
     exec(compile(block, "README language model", "exec"), {})
     out = capsys.readouterr().out
     assert "continuation" in out and "RAUC-ALL" in out and "Random" in out
+
+
+def test_a_language_model_given_inputs_is_told_to_use_prompts(lm_run, tmp_path):
+    """Issue 47 item 9: a GPT-2 given --inputs gets the hint to switch."""
+    d, _ = lm_run
+    np.save(tmp_path / "ids.npy", np.ones((4, 8), dtype=np.int64))
+    r = cli(d / "hf", "--inputs", tmp_path / "ids.npy", "--out", tmp_path / "r.csv", "--k", 2)
+    assert r.exit_code == 2 and not (tmp_path / "r.csv").exists(), r.output
+    assert "rank them with --prompts" in " ".join(r.output.split())

@@ -172,14 +172,33 @@ def test_hugging_face_callback(tmp_path):
         learning_rate=5e-3,
         disable_tqdm=True,
     )
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {"[PAD]": 0, "[UNK]": 1} | {f"w{i}": i for i in range(2, 40)}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]")
     torch.manual_seed(0)
     transformers.Trainer(
         model=transformers.BertForSequenceClassification(cfg),
         args=args,
         train_dataset=Data(),
+        processing_class=fast,
         callbacks=[NCIPCallback(tmp_path / "ck")],
     ).train()
     assert len(list((tmp_path / "ck").glob("epoch-*.safetensors"))) == 3
+    # the tokenizer the Trainer held is saved beside the checkpoints (issue 47 item 7), so raw
+    # texts rank in one command
+    assert (tmp_path / "ck" / "tokenizer.json").is_file()
+    texts = [" ".join(f"w{t}" for t in row) for row in tokens[128:].tolist()]
+    (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n")
+    r = runner.invoke(
+        app,
+        ["rank", str(tmp_path / "ck"), "--inputs", str(tmp_path / "texts.txt"), "--out",
+         str(tmp_path / "t.csv"), "--k", "2"],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert f"tokenized with {tmp_path / 'ck' / 'tokenizer.json'}" in " ".join(r.output.split())
     np.savez(tmp_path / "tok.npz", x=tokens[128:].numpy(), y=labels[128:].numpy())
     r = runner.invoke(
         app,
@@ -358,3 +377,32 @@ def test_two_writer_runs_in_one_folder_are_refused(env, tmp_path):
     assert "mixes checkpoints of different training runs (5 record run_id" in said
     assert "3 record run_id" in said and "(epoch-006.safetensors ... epoch-008" in said
     assert not (tmp_path / "r.csv").exists()
+
+
+def test_the_writer_records_the_factory_with_its_arguments(env, tmp_path):
+    """Issue 47 item 7: model_args are recorded with the factory as --model takes them, so the
+    run ranks in one round with the recorded model trusted; anything but a plain literal is
+    refused."""
+    from writer_net import Net
+
+    from ncip.core.errors import InputError
+
+    torch.manual_seed(0)
+    model = Net(num_classes=10)
+    writer = ncip.CheckpointWriter(tmp_path / "ck", model=Net, model_args={"num_classes": 10})
+    for epoch in range(1, 5):
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(0.05 * torch.randn_like(p))
+        writer.save(model, epoch=epoch)
+    assert writer.factory == "writer_net:Net(num_classes=10)"
+    r = runner.invoke(
+        app,
+        ["rank", str(tmp_path / "ck"), "--inputs", str(env["dir"] / "test.npz"), "--out",
+         str(tmp_path / "r.csv"), "--k", "2"],
+    )  # fmt: skip
+    assert r.exit_code == 2
+    assert "--model 'writer_net:Net(num_classes=10)'" in " ".join(r.output.split())
+    rank(tmp_path / "ck", env, tmp_path / "r.csv", "--k", 2, "--trust-recorded-model")
+    with pytest.raises(InputError, match="plain literals"):
+        ncip.CheckpointWriter(tmp_path / "x", model=Net, model_args={"act": torch.nn.ReLU()})

@@ -15,18 +15,25 @@ from ncip.cli_options import (  # the options of `ncip rank` and `ncip prune`
     BatchSize,
     Checkpoints,
     CheckpointsOpt,
+    Classes,
     Compile,
     Device,
     Ema,
     EnginePath,
     Failure,
+    Final,
     Head,
+    Holdout,
+    HoldoutLabels,
     Ids,
     InputsOpt,
     KOpt,
+    LabelColumn,
     Labels,
+    LabelStudio,
     MaxLength,
     Mean,
+    Method,
     Model,
     NewTokens,
     NoScale,
@@ -34,16 +41,20 @@ from ncip.cli_options import (  # the options of `ncip rank` and `ncip prune`
     Order,
     Out,
     Outputs,
+    Plot,
     Precision,
     Prefix,
     Preview,
     Prompts,
     Quiet,
+    RankKOpt,
     Seed,
     SkipBad,
     StateKey,
     Std,
+    TextColumn,
     Tokenizer,
+    Top,
     TrustRecordedModel,
 )
 from ncip.core.collapse import ALPHA, K
@@ -52,8 +63,20 @@ from ncip.study.stage import StageError, stage_main
 app = typer.Typer(add_completion=False, help=__doc__, no_args_is_help=True)
 
 # third-party packages only the study needs (pyproject's `study` extra)
-STUDY_PACKAGES = {"dvc", "scipy", "sklearn", "xgboost", "torchattacks", "seaborn", "mlxtend",
-                  "mnist1d", "submitit", "transformers", "accelerate", "rdata"}  # fmt: skip
+STUDY_PACKAGES = {
+    "dvc",
+    "scipy",
+    "sklearn",
+    "xgboost",
+    "torchattacks",
+    "seaborn",
+    "mlxtend",
+    "mnist1d",
+    "submitit",
+    "transformers",
+    "accelerate",
+    "rdata",
+}
 
 
 def needs_study(fn):
@@ -106,6 +129,23 @@ def check_params(
     check_shape(params)
     subjects, runs = check(params)
     typer.echo(f"{params}: valid ({len(subjects)} subjects x {len(runs)} runs)")
+
+
+def _class_names(classes: str | None) -> list[str] | None:
+    """--classes: a file with one class name per line, else comma-separated names."""
+    if classes is None:
+        return None
+    p = Path(classes)
+    if p.is_file():
+        names = [ln.strip() for ln in p.read_text().splitlines() if ln.strip()]
+    else:
+        names = [c.strip() for c in classes.split(",") if c.strip()]
+    if not names or len(set(names)) != len(names):
+        raise StageError(
+            f"--classes {classes!r}: give the class names once each, in class order "
+            "(comma-separated, or a file with one per line)"
+        )
+    return names
 
 
 @app.command()
@@ -276,6 +316,16 @@ def rank(
     checkpoints_opt: CheckpointsOpt = None,
     model: Model = None,
     labels: Labels = None,
+    classes: Classes = None,
+    text_column: TextColumn = None,
+    final: Final = None,
+    holdout: Holdout = None,
+    holdout_labels: HoldoutLabels = None,
+    method: Method = None,
+    label_studio: LabelStudio = None,
+    top: Top = None,
+    plot: Plot = None,
+    label_column: LabelColumn = None,
     ids: Ids = None,
     tokenizer: Tokenizer = None,
     max_length: MaxLength = None,
@@ -284,7 +334,7 @@ def rank(
     prefix: Prefix = None,
     ema: Ema = False,
     state_key: StateKey = None,
-    k: KOpt = K,
+    k: RankKOpt = None,
     alpha: AlphaOpt = ALPHA,
     no_scale: NoScale = False,
     mean: Mean = None,
@@ -315,8 +365,53 @@ def rank(
             "give the test set: --inputs (a classifier's inputs) or --prompts (a language "
             "model's prompts), one of them"
         )
+    if label_column is not None:
+        if labels is not None:
+            raise StageError("give --labels or --label-column, not both")
+        labels = label_column
+    # options of the other input kind are refused, not ignored
+    if prompts is not None:
+        given = {
+            "--labels": labels is not None,
+            "--classes": classes is not None,
+            "--text-column": text_column is not None,
+            "--holdout": holdout is not None,
+            "--holdout-labels": holdout_labels is not None,
+            "--method": method is not None,
+            "--label-studio": label_studio is not None,
+            "--top": top is not None,
+            "--plot": plot is not None,
+            "--label-column": label_column is not None,
+            "--ids": ids is not None,
+            "--preview": preview is not None,
+            "--outputs": outputs != "auto",
+            "--ema": ema,
+            "--state-key": state_key is not None,
+            "--mean": mean is not None,
+            "--std": std is not None,
+            "--no-scale": no_scale,
+            "--num-classes": num_classes is not None,
+            "--precision": precision != "fp32",
+            "--engine": engine != "auto",
+            "--compile": compile,
+        }
+        kind, other = "--prompts (a language model's prompts)", "--inputs"
+    else:
+        given = {"--new-tokens": new_tokens != 16, "--failure": failure != "median"}
+        kind, other = "--inputs (a classifier's inputs)", "--prompts"
+    wrong = [name for name, on in given.items() if on]
+    if wrong:
+        raise StageError(
+            f"{', '.join(wrong)} {'does' if len(wrong) == 1 else 'do'} not apply to {kind}; "
+            f"drop {'it' if len(wrong) == 1 else 'them'} (or rank {other})"
+        )
     # before any work: never over one of the run's own inputs
-    check_output_path(out, preview, [inputs, prompts, labels, ids, tokenizer])
+    from ncip.tool.output import extra_paths
+
+    extra = extra_paths(out, label_studio, top, plot).values()
+    check_output_path(
+        out, preview, [inputs, prompts, labels, ids, tokenizer, holdout, holdout_labels], extra
+    )
     source = sources[0] if len(sources) == 1 else sources
     shared = {  # what ranking inputs and ranking prompts take alike
         "model": model,
@@ -330,6 +425,7 @@ def rank(
         "show_progress": not quiet,
         "order": order,
         "allow_uneven": allow_uneven,
+        "final": final,
         "trust_recorded_model": trust_recorded_model,
         "skip_bad": skip_bad,
     }
@@ -366,10 +462,15 @@ def rank(
             compile=compile,
             max_length=max_length,
             outputs=outputs,
+            class_names=_class_names(classes),
+            text_column=text_column,
+            holdout=holdout,
+            holdout_labels=holdout_labels,
+            method=method,
             **shared,
         )
     images = _preview_images(result) if preview is not None else None
-    _report(result, out, preview, images, result.inputs.class_names)
+    _report(result, out, preview, images, result.inputs.class_names, label_studio, top, plot)
 
 
 def _report(result, out: Path, *save) -> None:

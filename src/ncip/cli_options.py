@@ -18,6 +18,74 @@ Model = Annotated[
     ),
 ]
 KOpt = Annotated[int, typer.Option(help="checkpoints NCIP selects (paper: 30)")]
+Holdout = Annotated[
+    Path | None,
+    typer.Option(
+        "--holdout",
+        help="labelled inputs of the pool's kind (a validation split): every score is tried "
+        "on them and the pool ranked by the one that works (README: choosing the score)",
+    ),
+]
+HoldoutLabels = Annotated[
+    str | None,
+    typer.Option("--holdout-labels", help="the holdout's labels: a file, or its label column"),
+]
+Method = Annotated[
+    str | None,
+    typer.Option(
+        "--method",
+        help="rank by this score instead: ncip, tvd, msp, entropy, margin, deepgini or a "
+        "checkpoint score (ensemble_entropy, mutual_information, variation_ratio, flips, "
+        "settle_epoch, aum, variability)",
+    ),
+]
+LabelStudio = Annotated[
+    Path | None,
+    typer.Option("--label-studio", help="also write Label Studio's task import JSON here"),
+]
+Top = Annotated[
+    int | None,
+    typer.Option("--top", help="also write <out stem>.top.csv with the first N ranked inputs"),
+]
+Plot = Annotated[
+    Path | None,
+    typer.Option("--plot", help="with labels or a holdout: the detection curves as a .png here"),
+]
+Final = Annotated[
+    str | None,
+    typer.Option(
+        "--final",
+        help="the model under test: a checkpoint's name (the history up to it is read), or "
+        "'last'; needed where a Trainer run names another checkpoint its best",
+    ),
+]
+TextColumn = Annotated[
+    str | None,
+    typer.Option(
+        "--text-column", help="a table of raw texts: the column the model reads (others left out)"
+    ),
+]
+LabelColumn = Annotated[
+    str | None,
+    typer.Option("--label-column", help="a table's label column (as --labels COLUMN)"),
+]
+Classes = Annotated[
+    str | None,
+    typer.Option(
+        "--classes",
+        help="labels given as names: the class names in class order (class 0 first), "
+        "comma-separated or a file with one per line (a Hugging Face config's id2label is "
+        "used without it)",
+    ),
+]
+RankKOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--k",
+        help="checkpoints NCIP selects (default: the paper's 30, or half the pool where the "
+        "pool holds 30 or fewer, so that selection runs)",
+    ),
+]
 AlphaOpt = Annotated[
     float, typer.Option(help="candidate pool: the last round(alpha*m) checkpoints")
 ]
@@ -95,7 +163,13 @@ Prompts = Annotated[
     ),
 ]
 NewTokens = Annotated[
-    int, typer.Option(min=1, help="--prompts: greedy tokens of the final checkpoint scored")
+    int,
+    typer.Option(
+        "--new-tokens",
+        "--max-new-tokens",
+        min=1,
+        help="--prompts: greedy tokens of the final checkpoint scored (generate's name too)",
+    ),
 ]
 Failure = Annotated[
     str,

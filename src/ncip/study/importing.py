@@ -52,6 +52,7 @@ def import_external(
     whole); return the history (epoch = position in training order, accuracies, σ_cos)."""
     folder = run_folder(spec, run)
     _check_apart(spec, folder, out_dir)
+    _check_only_ours(spec, out_dir)
     sources = file_hashes(folder)
     cs = discover(folder)
     check_consistent(cs)
@@ -146,6 +147,30 @@ def _check_apart(spec: ExternalSpec, source: Path, out_dir: Path) -> None:
             f"{'is' if a == b else 'holds' if b in a.parents else 'lies inside'} its checkpoints "
             f"{source}, and would replace them; keep the checkpoints outside {out_dir} (set "
             "`checkpoints` to their own folder)"
+        )
+
+
+def _check_only_ours(spec: ExternalSpec, out_dir: Path) -> None:
+    """The import replaces ``out_dir`` as a whole: refuse when it holds anything an import did
+    not write (the record, the history, epoch-XXX.safetensors), which would be deleted."""
+    import re
+
+    out_dir = Path(out_dir)
+    if not out_dir.exists():
+        return
+    if not out_dir.is_dir():
+        raise ExternalError(f"external subject {spec.name}: {out_dir} is a file, not a folder")
+    ours = {IMPORT_RECORD, "history.csv"}
+    pattern = re.compile(r"epoch-\d+\.safetensors")
+    others = sorted(
+        f.name for f in out_dir.iterdir() if f.name not in ours and not pattern.fullmatch(f.name)
+    )
+    if others or (any(out_dir.iterdir()) and not (out_dir / IMPORT_RECORD).is_file()):
+        shown = ", ".join(others[:3]) or "files of no import"
+        raise ExternalError(
+            f"external subject {spec.name}: {out_dir} holds files an import did not write "
+            f"({shown}{' ...' if len(others) > 3 else ''}), and importing replaces the folder "
+            "as a whole; move them out (or delete the folder) and import again"
         )
 
 

@@ -34,8 +34,22 @@ def _device(v: Any) -> bool:
 # (group or None for the top level, key) -> (test, what it must be)
 SEED_LIMIT = 2**32 // 1000  # every run seed (seed * 1000 + run) fits in 32 bits
 SUBJECT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # a folder name under data/, models/
-SYSTEM_FOLDERS = ("/", "/bin", "/boot", "/dev", "/etc", "/lib", "/proc", "/root", "/run",
-                  "/sbin", "/sys", "/usr", "/var", "/home")  # fmt: skip
+SYSTEM_FOLDERS = (
+    "/",
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/lib",
+    "/proc",
+    "/root",
+    "/run",
+    "/sbin",
+    "/sys",
+    "/usr",
+    "/var",
+    "/home",
+)
 
 RULES: dict[tuple[str | None, str], tuple[Callable[[Any], bool], str]] = {
     (None, "seed"): (
@@ -114,6 +128,79 @@ def _pool(cfg: dict, where: str) -> None:
             raise InputError(f"{where}: with train.epochs {epochs}, {e}") from None
 
 
+# The language-model study's keys (params.yaml `lm`, read by the lm-* stages): key -> (test,
+# what it must be); a group maps to its own keys.
+LM_RULES: dict[str, Any] = {
+    "models": (
+        lambda v: isinstance(v, list) and all(isinstance(m, str) for m in v),
+        "a list of language-model names ([] for none)",
+    ),
+    "runs": (
+        lambda v: isinstance(v, list) and v and all(_int(r) and r >= 0 for r in v),
+        "a non-empty list of run indices >= 0",
+    ),
+    "k": (lambda v: _int(v) and v >= 2, "an integer of at least 2 (NCIP compares checkpoints)"),
+    "alpha": (lambda v: _number(v) and 0 < v <= 1, "a number in (0, 1]"),
+    "prompts": (lambda v: _int(v) and v >= 1, "an integer of at least 1"),
+    "pretrain": {
+        "steps": (lambda v: _int(v) and v >= 1, "an integer of at least 1"),
+        "batch_size": (lambda v: _int(v) and v >= 1, "an integer of at least 1"),
+        "lr": (lambda v: _number(v) and v > 0, "a positive number"),
+    },
+    "finetune": {
+        "epochs": (lambda v: _int(v) and v >= 1, "an integer of at least 1"),
+        "batch_size": (lambda v: _int(v) and v >= 1, "an integer of at least 1"),
+        "lr": (lambda v: _number(v) and v > 0, "a positive number"),
+        "paragraphs": (lambda v: _int(v) and v >= 1, "an integer of at least 1"),
+    },
+}
+
+
+def _lm(cfg: dict, where: str) -> None:
+    """Every key of ``lm`` against :data:`LM_RULES` (unknown keys refused), each model name
+    known to the study (:func:`ncip.study.lm.models.get_lm`), runs unique, and K and alpha
+    leaving two checkpoints of finetune.epochs to compare (the rule lm-score selects by)."""
+    lm = cfg.get("lm")
+    if lm is None:
+        return
+    if not isinstance(lm, dict):
+        raise InputError(f"{where}: lm must be a mapping (models: [], runs: [0], ...)")
+
+    def walk(part: dict, rules: dict, prefix: str) -> None:
+        for key, value in part.items():
+            name = f"{prefix}.{key}"
+            if key not in rules:
+                raise InputError(
+                    f"{where}: {name} is not a key of the language-model study; known: "
+                    f"{', '.join(rules)}"
+                )
+            rule = rules[key]
+            if isinstance(rule, dict):
+                if not isinstance(value, dict):
+                    raise InputError(f"{where}: {name} must be a mapping of {', '.join(rule)}")
+                walk(value, rule, name)
+            elif not rule[0](value):
+                raise InputError(f"{where}: {name} must be {rule[1]}, got {value!r}")
+
+    walk(lm, LM_RULES, "lm")
+    from ncip.study.lm.models import get_lm
+
+    for name in lm.get("models") or []:
+        try:
+            get_lm(name)
+        except InputError as e:
+            raise InputError(f"{where}: lm.models: {e}") from None
+    _unique_list(lm, "runs", lambda x: _int(x) and x >= 0, "run indices >= 0", f"{where}: lm")
+    epochs = (lm.get("finetune") or {}).get("epochs")
+    if _int(epochs) and "k" in lm and "alpha" in lm:
+        from ncip.core.collapse import checked_pool
+
+        try:
+            checked_pool(epochs, lm["k"], lm["alpha"])
+        except InputError as e:
+            raise InputError(f"{where}: lm, with finetune.epochs {epochs}: {e}") from None
+
+
 def _external_folders(cfg: dict, where: str) -> None:
     """An external subject's folders must exist, and its data folder (which `ncip
     import-external` writes into) must not be a system folder."""
@@ -123,6 +210,17 @@ def _external_folders(cfg: dict, where: str) -> None:
     for name, spec in external.items():
         if not isinstance(spec, dict):
             continue  # check_params says so
+        model = spec.get("model")
+        if isinstance(model, str):
+            from ncip.tool.userspec import split_call
+
+            if split_call(model)[0] != model:  # the rule `ncip import-external` applies
+                raise InputError(
+                    f"{where}: external.{name}.model {model!r} passes arguments, but the "
+                    "study's stages import the factory by name alone; name a function that "
+                    "builds it without arguments (def make(num_classes): return "
+                    "Net(hidden=256, num_classes=num_classes))"
+                )
         for key in ("checkpoints", "data"):
             value = spec.get(key)
             if not isinstance(value, str):
@@ -190,6 +288,7 @@ def check_shape(path: Path | str) -> None:
     _tsne_runs(cfg, where)
     _pool(cfg, where)
     _external_folders(cfg, where)
+    _lm(cfg, where)
     for (group, key), (test, what) in RULES.items():
         part = cfg if group is None else cfg.get(group)
         if not isinstance(part, dict) or key not in part:

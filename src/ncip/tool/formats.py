@@ -136,6 +136,9 @@ def expand_source(source: str | Path | Sequence[str | Path]) -> tuple[list[Path]
             )
         if p.is_dir() and not _is_hf_folder(p):
             return sorted(p.iterdir()), str(p)
+        inner = trainer_checkpoints(p)
+        if inner:  # a Trainer output folder (save_model) holding its checkpoint-* history
+            return inner, str(p)
         return [p], str(p)
     paths = [Path(p) for p in source]
     missing = [str(p) for p in paths if not p.exists()]
@@ -150,6 +153,35 @@ def expand_source(source: str | Path | Sequence[str | Path]) -> tuple[list[Path]
         ]
         return paths, f"{len(source)} folders and files"
     return paths, f"{len(paths)} files"
+
+
+def trainer_checkpoints(p: Path) -> list[Path]:
+    """The ``checkpoint-*`` folders inside a Hugging Face folder that holds a model of its own:
+    a Trainer's output folder, where ``trainer.save_model(out)`` wrote the deployed model
+    beside the history; [] for any other path."""
+    if not (p.is_dir() and _is_hf_folder(p)):
+        return []
+    return sorted(
+        (f for f in p.glob("checkpoint-*") if _is_hf_folder(f)), key=lambda f: natural_key(f.name)
+    )
+
+
+def best_checkpoint(cs: CheckpointSet) -> str | None:
+    """The checkpoint a Trainer run names as its best (``best_model_checkpoint`` in the last
+    checkpoint's trainer_state.json), by folder name, where it is one of ``cs`` other than the
+    last; None otherwise. With ``load_best_model_at_end`` that is the deployed model."""
+    state = cs.final.path / "trainer_state.json" if cs.final.path.is_dir() else None
+    if state is None or not state.is_file():
+        return None
+    try:
+        best = json.loads(state.read_text()).get("best_model_checkpoint")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(best, str):
+        return None
+    name = Path(best).name
+    names = [c.path.name for c in cs]
+    return name if name in names[:-1] else None
 
 
 def _literal_folder_glob(s: str) -> list[Path]:
@@ -356,7 +388,14 @@ def _deeper_checkpoints(source) -> str:
         return ""
     root = Path(source)
     hits = sorted(
-        {f.parent for f in root.glob("**/*") if f.is_file() and f.name.endswith(WEIGHT_SUFFIXES)}
+        {
+            f.parent
+            for f in root.glob("**/*")
+            if f.is_file()
+            and f.name.endswith(WEIGHT_SUFFIXES)
+            and f.name not in NOT_WEIGHTS
+            and f.parent != root  # the folder's own files were read (and skipped) already
+        }
     )[:20]
     if not hits:
         return ""

@@ -28,7 +28,8 @@ from ncip.tool.writer import CheckpointWriter
 
 class NCIPCallback(TrainerCallback):
     """Write an ncip checkpoint at the end of every ``every_n_epochs`` epochs (or every
-    ``every_n_steps`` steps) into ``dirpath``; see :class:`ncip.CheckpointWriter`."""
+    ``every_n_steps`` steps) into ``dirpath``, and the tokenizer the Trainer holds (its
+    ``processing_class``) beside them once; see :class:`ncip.CheckpointWriter`."""
 
     def __init__(
         self,
@@ -54,8 +55,14 @@ class NCIPCallback(TrainerCallback):
         if state.global_step > 0:  # resume_from_checkpoint continues this run
             self.resume = True
 
-    def _save(self, model, epoch: int | None, step: int) -> None:
+    def _save(self, model, epoch: int | None, step: int, kwargs: dict | None = None) -> None:
         if self._writer is None:
+            # the tokenizer the Trainer holds, beside the checkpoints: what `ncip rank` reads to
+            # encode raw texts (tokenizer.json); a slow tokenizer writes its own files
+            tok = (kwargs or {}).get("processing_class") or (kwargs or {}).get("tokenizer")
+            if tok is not None and hasattr(tok, "save_pretrained"):
+                self.dirpath.mkdir(parents=True, exist_ok=True)
+                tok.save_pretrained(str(self.dirpath))
             config = json.loads(model.config.to_json_string())
             extra = {"hf_architecture": type(model).__name__, "hf_config": config}
             self._writer = CheckpointWriter(
@@ -72,7 +79,7 @@ class NCIPCallback(TrainerCallback):
     ) -> None:
         n = self.every_n_steps
         if n and state.is_world_process_zero and state.global_step % n == 0:
-            self._save(model, None, state.global_step)
+            self._save(model, None, state.global_step, kwargs)
 
     def on_epoch_end(
         self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any
@@ -83,4 +90,4 @@ class NCIPCallback(TrainerCallback):
             and state.is_world_process_zero
             and epoch % self.every_n_epochs == 0
         ):
-            self._save(model, epoch, state.global_step)
+            self._save(model, epoch, state.global_step, kwargs)

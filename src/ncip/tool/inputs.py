@@ -37,14 +37,29 @@ class Inputs:
     class_names: list[str] | None = None
     detail: str = ""  # how a table's columns were read, for the run's notes
     texts: list[str] | None = None  # raw texts, until encoded (ncip.tool.texts.encode_texts)
+    pad_id: int | None = None  # the padding id the texts were encoded with (attention mask)
+    raw_texts: list[str] | None = None  # the texts as read, kept after encoding (Label Studio)
 
     def __len__(self) -> int:
         return len(self.x)
 
 
+def _regular_or_folder(path: Path, what: str) -> None:
+    """Refuse what is neither a regular file nor a folder (a FIFO would block the read for
+    ever, a device would never end)."""
+    if not (path.is_file() or path.is_dir()):
+        raise InputError(
+            f"{what} {path} is not a regular file (a named pipe, socket or device): reading it "
+            "could block for ever; give a file (copy the pipe's contents to one first)"
+        )
+
+
 def _read_array(path: Path, what: str) -> np.ndarray:
     if not path.exists():
         raise InputError(f"{what} file {path} does not exist")
+    _regular_or_folder(path, what)
+    if path.is_dir():
+        raise InputError(f"{what} file {path} is a folder; give a file")
     try:
         if path.suffix == ".npy":
             return np.load(path, allow_pickle=False)
@@ -77,8 +92,18 @@ def load_inputs(
     source: str | Path | np.ndarray | Inputs,
     ids: str | Path | Sequence | np.ndarray | None = None,
     labels: str | Path | Sequence | np.ndarray | None = None,
+    text_column: str | None = None,
 ) -> Inputs:
-    """Read inputs (see the module docstring); ``ids``/``labels`` override what the file holds."""
+    """Read inputs (see the module docstring); ``ids``/``labels`` override what the file holds;
+    ``text_column`` names a table's column of raw texts (the others but the label and id
+    columns are then left out)."""
+    if text_column is not None and not (
+        isinstance(source, str | Path) and Path(source).suffix.lower() in TABLE_SUFFIXES
+    ):
+        raise InputError(
+            f"--text-column names a column of a table (.csv, .tsv, .parquet); {source} is not "
+            "one: drop --text-column"
+        )
     if isinstance(source, Inputs):
         inp = source
     elif isinstance(source, np.ndarray):
@@ -92,6 +117,7 @@ def load_inputs(
             )
         if not path.exists():
             raise InputError(f"inputs {path} do not exist")
+        _regular_or_folder(path, "inputs")
         if path.is_dir():
             files, y, names = image_folder(path)
             inp = Inputs(
@@ -114,7 +140,7 @@ def load_inputs(
         elif path.suffix in TORCH_SUFFIXES:
             inp = _load_torch(path)
         elif path.suffix.lower() in TABLE_SUFFIXES:
-            inp, ids, labels = _load_table(path, ids, labels)
+            inp, ids, labels = _load_table(path, ids, labels, text_column)
         elif path.suffix.lower() in TEXT_SUFFIXES:
             inp = _load_texts(path)
         else:
@@ -160,7 +186,9 @@ def _pick_column(path: Path, columns: list[str], names: tuple[str, ...], what: s
     return found[0] if found else None
 
 
-def _load_table(path: Path, ids: Any, labels: Any) -> tuple[Inputs, Any, Any]:
+def _load_table(
+    path: Path, ids: Any, labels: Any, text_column: str | None = None
+) -> tuple[Inputs, Any, Any]:
     """Inputs from a table: (inputs, the ids and labels arguments left to apply)."""
     import pandas as pd
 
@@ -199,6 +227,21 @@ def _load_table(path: Path, ids: Any, labels: Any) -> tuple[Inputs, Any, Any]:
         id_col = _pick_column(path, columns, ID_COLUMNS, "id", "--ids")
     features = [c for c in columns if c not in (label_col, id_col)]
     text = [c for c in features if not pd.api.types.is_numeric_dtype(df[c])]
+    left_out = ""
+    if text_column is not None:
+        if text_column not in columns or text_column in (label_col, id_col):
+            shown = ", ".join(columns[:8]) + (" ..." if len(columns) > 8 else "")
+            raise InputError(
+                f"--text-column {text_column!r} is not a text column of {path} (columns: {shown})"
+            )
+        others = [c for c in features if c != text_column]
+        features = text = [text_column]
+        left_out = f"; left out: {', '.join(others)}" if others else ""
+    elif len(text) > 1 and text == features:
+        raise InputError(
+            f"{path} has {len(text)} text columns ({', '.join(text[:6])}); name the one the "
+            "model reads with --text-column NAME"
+        )
     ids_of = df[id_col].astype(str).to_numpy() if id_col else np.arange(len(df)).astype(str)
     y_of = df[label_col].to_numpy() if label_col else None
     left = (None if id_col else ids), (None if label_col else labels)
@@ -208,7 +251,7 @@ def _load_table(path: Path, ids: Any, labels: Any) -> tuple[Inputs, Any, Any]:
         column = text[0]
         if not df[column].map(lambda v: isinstance(v, str)).all():
             raise InputError(f"{path}: column {column!r} holds texts and other values (empty?)")
-        note = f"texts in column {column!r}" + _label_id_detail(label_col, id_col)
+        note = f"texts in column {column!r}" + _label_id_detail(label_col, id_col) + left_out
         return text_inputs(df[column].tolist(), ids_of, y_of, str(path), note), *left
     if text:
         raise InputError(
@@ -216,7 +259,7 @@ def _load_table(path: Path, ids: Any, labels: Any) -> tuple[Inputs, Any, Any]:
             "as the model was trained (codes, one-hot) or drop it; a table of raw texts has one "
             "text column beside its label and id columns, which are "
             f"{'/'.join(LABEL_COLUMNS)} and {'/'.join(ID_COLUMNS)}, or name them with --labels "
-            "and --ids"
+            "and --ids, or name the text column with --text-column"
         )
     if not features:
         raise InputError(f"{path} has no feature columns (columns: {', '.join(columns)})")
@@ -364,6 +407,56 @@ def _check_npz_header(path: Path) -> None:
         f"{path} is not a .npz archive (no zip header); save the inputs with "
         "np.savez(path, x=inputs, ids=..., y=...)"
     )
+
+
+def labels_by_name(inp: Inputs, names: list[str] | None, where: str) -> Inputs:
+    """Labels given as class names (``sports``; ``M``/``B``) as class indices through
+    ``names`` (class 0 first: ``--classes``, or a Hugging Face config's ``id2label``); integer
+    labels, or numbers written as text, are left as they are. An unknown name is one line
+    naming it and the known ones; names without a list to map them, one line saying how."""
+    if inp.y is None:
+        return inp
+    y = np.asarray(inp.y)
+    if y.ndim != 1 or y.dtype.kind in "iub":
+        return inp
+    try:
+        y.astype(np.float64)
+        return inp  # numbers (check_inputs checks they are whole)
+    except (TypeError, ValueError):
+        pass
+    text = [str(v) for v in y.tolist()]
+    if not names:
+        shown = ", ".join(repr(v) for v in sorted(set(text))[:4])
+        raise InputError(
+            f"the labels of {inp.source} are names ({shown}...), and the model names no classes "
+            "(no id2label in its config): give --classes NAME,NAME,... in class order (class "
+            "0 first), or integer labels"
+        )
+    index = {n: i for i, n in enumerate(names)}
+    for i, v in enumerate(text):
+        if v not in index:
+            known = ", ".join(names[:12]) + (" ..." if len(names) > 12 else "")
+            raise InputError(
+                f"label {v!r} of input {str(inp.ids[i])!r} is none of the model's classes "
+                f"({where}: {known})"
+            )
+    inp.y = np.array([index[v] for v in text], dtype=np.int64)
+    return inp
+
+
+def model_class_names(model: Any) -> list[str] | None:
+    """A Hugging Face config's ``id2label`` as a list (class 0 first), unless it holds only the
+    generic ``LABEL_<i>`` names; None for other models."""
+    id2label = getattr(getattr(model, "config", None), "id2label", None)
+    if not isinstance(id2label, dict) or not id2label:
+        return None
+    try:
+        names = [str(id2label[i]) for i in range(len(id2label))]
+    except KeyError:
+        return None
+    if all(n == f"LABEL_{i}" for i, n in enumerate(names)):
+        return None
+    return names
 
 
 def check_inputs(inp: Inputs, num_classes: int) -> None:

@@ -1,6 +1,7 @@
 """The training order of a run's checkpoints: what the files record (the step, else the epoch),
 else the number in their names; a list of files keeps the order it was given in, unless the
-files record another or it is sorted by name as a shell expands an unquoted glob."""
+files record another, it is sorted by name as a shell expands an unquoted glob, or it runs
+exactly backwards (newest first, as ``ls -t`` lists)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,16 @@ def list_order(found: list[Checkpoint], label: str) -> tuple[list[Checkpoint], s
             how += " (not the order listed; --order given keeps the list as typed)"
         return ordered, how
     names = [c.name for c in found]
+    if len(found) > 2:  # newest first, as `ls -t` lists: the training order reversed
+        try:
+            ordered, how = training_order(found, label)
+        except CheckpointError:
+            ordered = None
+        if ordered is not None and ordered == found[::-1]:
+            return ordered, (
+                f"{how}: the list ran from the last checkpoint back (as `ls -t` lists newest "
+                "first); --order given keeps the list as typed"
+            )
     if len(found) > 1 and names == sorted(names):
         try:
             ordered, how = training_order(found, label)
@@ -98,13 +109,15 @@ def warn_if_contradicted(found: list[Checkpoint]) -> None:
 _ORDER_WORDS = ("epoch", "ep", "e", "step", "steps", "iter", "it", "iteration", "checkpoint")
 
 
-def _name_field_order(found: list[Checkpoint], label: str) -> tuple[list[Checkpoint], str] | None:
-    """Order by the one number field of the names that varies one-to-one, where every name has
-    the same shape (text between the numbers); None where the shapes differ."""
+def _name_field(found: list[Checkpoint], label: str) -> tuple[int, list[int], str, int] | None:
+    """The number field of the names that orders the files: (its index, its values in the
+    order of ``found``, the text before it, the number of fields), where every name has the
+    same shape (text between the numbers) and at least two numbers; None otherwise. The field
+    varies one-to-one; a field named like an epoch or step wins, else the first."""
     parts = [re.split(r"(\d+)", c.name) for c in found]
     shapes = {tuple(p[0::2]) for p in parts}
     if len(shapes) != 1 or len(parts[0]) // 2 < 2:
-        return None  # one number per name: the natural order below
+        return None  # one number per name: the natural order
     texts = parts[0][0::2]
     fields = []
     for i in range(len(parts[0]) // 2):
@@ -127,9 +140,25 @@ def _name_field_order(found: list[Checkpoint], label: str) -> tuple[list[Checkpo
                 f"names ({names}, ...) order the files differently; pass the files in training "
                 "order as a list (--order given)"
             )
+    return i, values, before, len(parts[0]) // 2
+
+
+def _field_words(before: str) -> str:
+    return f"after {before.strip('_-')!r}" if before.strip("_-") else "at the start"
+
+
+def _name_field_order(found: list[Checkpoint], label: str) -> tuple[list[Checkpoint], str] | None:
+    """Order by the number field of :func:`_name_field`; None where the names have no such
+    field."""
+    field = _name_field(found, label)
+    if field is None:
+        return None
+    i, values, before, count = field
     ordered = [found[j] for j in np.argsort(values, kind="stable")]
-    where = f"after {before.strip('_-')!r}" if before.strip("_-") else "at the start"
-    return ordered, f"the number {where} in each file name (field {i + 1} of {len(parts[0]) // 2})"
+    return (
+        ordered,
+        f"the number {_field_words(before)} in each file name (field {i + 1} of {count})",
+    )
 
 
 def training_order(found: list[Checkpoint], label: str) -> tuple[list[Checkpoint], str]:
@@ -173,11 +202,19 @@ def uneven_history(cs) -> str | None:
         if all(k is not None for k in keys):
             break
     else:
-        numbers = [re.findall(r"\d+", c.name) for c in cs]
-        if not all(numbers):
-            return None  # no numbers to tell (a list given in its own order)
-        keys = [int(n[-1]) for n in numbers]
-        attr = "number in the file name"
+        # the number the order reads (model-e07-acc0.93.pt: the epoch field, not the accuracy)
+        try:
+            field = _name_field(list(cs), "the checkpoints")
+        except CheckpointError:
+            field = None
+        if field is not None:
+            keys, attr = field[1], f"number {_field_words(field[2])} in the file name"
+        else:
+            numbers = [re.findall(r"\d+", c.name) for c in cs]
+            if not all(numbers):
+                return None  # no numbers to tell (a list given in its own order)
+            keys = [int(n[-1]) for n in numbers]
+            attr = "number in the file name"
     gaps = np.diff(keys)
     if len(set(gaps[:-1].tolist())) > 1 or (len(gaps) > 1 and gaps[-1] > gaps[0]):
         return (

@@ -30,6 +30,9 @@ class Ranking:
     notes: list[str] = field(default_factory=list)
     order: np.ndarray | None = None  # input indices in rank order (row i of the table)
     inputs: Any = None  # the ranked ncip.tool.inputs.Inputs, when a model ranked them (previews)
+    method: str = "ncip"  # the score the ranking is ordered by (ncip.tool.choose)
+    # for --plot: (score name -> scores, faults, which labelled inputs), with labels or a holdout
+    curves: tuple[dict[str, np.ndarray], np.ndarray, str] | None = None
 
     def evaluation_text(self) -> str:
         return "" if self.evaluation is None else format_evaluation(self.evaluation)
@@ -40,17 +43,30 @@ class Ranking:
         preview: Path | str | None = None,
         images: Any = None,
         class_names: list[str] | None = None,
+        label_studio: Path | str | None = None,
+        top: int | None = None,
+        plot: Path | str | None = None,
     ) -> list[Path]:
         """Write the table (CSV or Parquet by suffix), ``<stem>.selection.json`` beside it and,
         with labels, ``<stem>.evaluation.json``; all or nothing. Returns the paths written.
 
-        ``preview`` (a .png) needs ``images(i)``: the stored input of the i-th ranked row."""
+        ``preview`` (a .png) needs ``images(i)``: the stored input of the i-th ranked row;
+        ``label_studio`` (a .json) gets Label Studio's tasks, ``top`` writes
+        ``<stem>.top.csv`` with the first ``top`` rows, ``plot`` (a .png) the detection
+        curves (:mod:`ncip.tool.labelling`)."""
         from ncip.core.io import atomic_group
+        from ncip.tool import labelling
 
         out = Path(out)
         source = getattr(self.inputs, "source", None)
         own = [source] if source and source != "array" else []
-        check_output_path(out, None if preview is None else Path(preview), own)
+        extra = extra_paths(out, label_studio, top, plot)
+        check_output_path(out, None if preview is None else Path(preview), own, extra.values())
+        if plot is not None and self.curves is None:
+            raise InputError(
+                "--plot draws the detection curves on labelled inputs: give --labels or a "
+                "--holdout with --holdout-labels"
+            )
         fmt = out.suffix.lower()
         files = {
             out: lambda p: _write_table(self.table, p, fmt),
@@ -68,6 +84,18 @@ class Ranking:
             from ncip.tool.figures import preview_grid
 
             files[Path(preview)] = lambda p: preview_grid(self.table, images, p, class_names)
+        if label_studio is not None:
+            tasks = labelling.label_studio_tasks(
+                self.table, self.order, self.inputs, self.method, class_names
+            )
+            files[Path(label_studio)] = lambda p: _write_json(p, tasks)
+        if top is not None:
+            files[extra["top"]] = lambda p: labelling.top_table(self.table, top).to_csv(
+                p, index=False
+            )
+        if plot is not None:
+            curves, fault, what = self.curves
+            files[Path(plot)] = lambda p: labelling.detection_plot(curves, fault, p, what)
         from ncip.tool.files import clean_stale_temps, follow_umask
 
         # the table goes in place last, after its old version and any sidecar of the old run
@@ -84,6 +112,24 @@ class Ranking:
             for p in [out, *stale]:
                 p.unlink(missing_ok=True)
         return list(files)
+
+
+def extra_paths(
+    out: Path, label_studio: Path | str | None, top: int | None, plot: Path | str | None
+) -> dict[str, Path]:
+    """The optional outputs asked for, by kind ("label_studio", "top", "plot"), checked."""
+    if label_studio is not None and Path(label_studio).suffix.lower() != ".json":
+        raise InputError(f"--label-studio {label_studio}: end it in .json")
+    if plot is not None and Path(plot).suffix.lower() != ".png":
+        raise InputError(f"--plot {plot}: end it in .png")
+    if top is not None and (isinstance(top, bool) or int(top) != top or top < 1):
+        raise InputError(f"--top {top}: give a positive number of inputs")
+    paths = {
+        "label_studio": Path(label_studio) if label_studio is not None else None,
+        "top": out.with_name(f"{out.stem}.top.csv") if top is not None else None,
+        "plot": Path(plot) if plot is not None else None,
+    }
+    return {k: v for k, v in paths.items() if v is not None}
 
 
 def sidecar(out: Path, what: str) -> Path:
@@ -105,7 +151,9 @@ def _resolved(p: Path) -> Path:
         ) from None
 
 
-def check_output_path(out: Path, preview: Path | None = None, inputs: Sequence = ()) -> None:
+def check_output_path(
+    out: Path, preview: Path | None = None, inputs: Sequence = (), extra: Sequence = ()
+) -> None:
     """Refuse outputs before any work: a wrong suffix; an output (table, sidecar or preview)
     that is a folder, one of the run's own inputs (``inputs``: inputs, labels, ids files) or
     inside a folder of them (images), or in a place that cannot be written."""
@@ -117,7 +165,7 @@ def check_output_path(out: Path, preview: Path | None = None, inputs: Sequence =
         raise InputError(f"--preview {preview}: end it in .png")
     own = {_resolved(Path(p)): str(p) for p in inputs if p is not None}
     folders = {r: s for r, s in own.items() if r.is_dir()}
-    for p in output_paths(out, preview):
+    for p in [*output_paths(out, preview), *map(Path, extra)]:
         inside = next((s for r, s in folders.items() if r in _resolved(p).parents), None)
         if inside is not None:
             raise InputError(

@@ -257,6 +257,14 @@ def probe_output(
             return model(xb.to(device))
     except Exception as e:  # noqa: BLE001  (any shape error inside the user's model)
         first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        if isinstance(e, TypeError) and "required positional argument" in first:
+            raise InputError(
+                f"the model's forward needs more than one batch of inputs ({first}), as the "
+                "PyTorch tutorial's forward(text, offsets) does; ncip calls model(x): give "
+                "--model a factory that wraps it, a module whose forward(x) calls yours (for "
+                "EmbeddingBag text: flatten x and pass offsets torch.arange(0, x.numel(), "
+                "x.shape[1]))"
+            ) from None
         raise InputError(
             f"the model cannot take inputs of shape {list(xb.shape[1:])} ({pre.describe()}): "
             f"{first}; it expects {expected_input(model, meta)}"

@@ -3,8 +3,11 @@
 A run that kept every epoch holds many checkpoints of which NCIP uses K. :func:`plan_prune`
 selects them as `ncip rank` does (σ_cos of each head, Algorithm 1 over the last α share) and
 lists the rest with the bytes they take; :func:`apply_prune` writes ``ncip-prune.json`` (what
-was kept, for which K and α) and then deletes the others. `ncip rank` on a pruned folder uses
-exactly the kept checkpoints, so it ranks as it did on the full folder.
+was kept, for which K and α) and then deletes the others' weight files, and nothing else: a
+checkpoint that is a folder (a Trainer's ``checkpoint-<step>/``) loses its model weights
+(``model.safetensors``, ``pytorch_model.bin``, their shards and index) while the folder, its
+optimizer and scheduler states, its trainer state and any file of the user's stay. `ncip rank`
+on a pruned folder uses exactly the kept checkpoints, so it ranks as it did on the full folder.
 
 Pruning needs an even history (every epoch, or every N steps): a folder whose checkpoints were
 chosen by a metric (Lightning's ``save_top_k`` with a ``monitor``, timm's best-10) or thinned
@@ -15,7 +18,6 @@ what it says there.
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +59,11 @@ class PrunePlan:
         for c in sorted(self.keep + self.delete, key=lambda c: self.record["order"].index(c.name)):
             mark = "keep  " if c.path in kept else "delete"
             lines.append(f"  {mark} {c.name:<40} {_human(self.sizes[c.path]):>10}")
+        if any(c.path.is_dir() for c in self.delete):
+            lines.append(
+                "  in each checkpoint folder only the model weights are deleted; the folder "
+                "and its other files (optimizer, scheduler and trainer state, your own files) stay"
+            )
         if self.record.get("other_files"):
             lines.append(
                 f"  {self.record['other_files']} other files (optimizer or scheduler "
@@ -73,12 +80,29 @@ def _human(n: int) -> str:
     return f"{n} B"
 
 
+def weight_files(p: Path) -> list[Path]:
+    """The files prune deletes for a checkpoint: the file itself, or in a checkpoint folder its
+    model weights (:data:`ncip.tool.tensors.HF_WEIGHT_FILES` and the shards an index names,
+    regular files inside the folder only)."""
+    if not p.is_dir():
+        return [p]
+    from ncip.tool.tensors import HF_WEIGHT_FILES
+
+    out = [p / f for f in HF_WEIGHT_FILES if (p / f).is_file()]
+    for index in [f for f in out if f.name.endswith(".index.json")]:
+        try:
+            shards = set(json.loads(index.read_text()).get("weight_map", {}).values())
+        except (OSError, ValueError, AttributeError):
+            shards = set()
+        for name in sorted(str(n) for n in shards):
+            f = p / name
+            if f.parent == p and f.is_file() and not f.is_symlink() and f not in out:
+                out.append(f)
+    return out
+
+
 def _size(p: Path) -> int:
-    return (
-        sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
-        if p.is_dir()
-        else p.stat().st_size
-    )
+    return sum(f.stat().st_size for f in weight_files(p))
 
 
 def read_record(folder: Path) -> dict[str, Any] | None:
@@ -216,7 +240,5 @@ def apply_prune(p: PrunePlan) -> None:
     write_json(p.folder / RECORD, {**p.record, "bytes_freed": p.bytes_freed})
     follow_umask([p.folder / RECORD])
     for c in p.delete:
-        if c.path.is_dir():
-            shutil.rmtree(c.path)
-        else:
-            c.path.unlink(missing_ok=True)
+        for f in weight_files(c.path):
+            f.unlink(missing_ok=True)

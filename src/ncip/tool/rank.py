@@ -20,18 +20,35 @@ from typing import Any
 import numpy as np
 import torch
 
-from ncip.core.collapse import ALPHA, K, Selection, plan, sigma_cos_series
+from ncip.core.collapse import ALPHA, K, Selection, candidate_pool, plan, sigma_cos_series
 from ncip.core.engine import Engine, EngineConfig, resolve_device
 from ncip.core.logs import log, progress_bar
+from ncip.tool.choose import (
+    DEFAULT,
+    DISPLAY,
+    candidate_scores,
+    check_method,
+    choice_paragraph,
+    choose,
+)
 from ncip.tool.compare import compare_orders
 from ncip.tool.formats import (
     Checkpoint,
     CheckpointError,
     CheckpointSet,
+    best_checkpoint,
     check_consistent,
     discover,
+    trainer_checkpoints,
 )
-from ncip.tool.inputs import InputError, Inputs, check_inputs, load_inputs
+from ncip.tool.inputs import (
+    InputError,
+    Inputs,
+    check_inputs,
+    labels_by_name,
+    load_inputs,
+    model_class_names,
+)
 from ncip.tool.modelsource import HeadRef, LoadedModel, ModelSourceError, find_head, load_model
 from ncip.tool.order import late_start, uneven_history
 from ncip.tool.output import Ranking
@@ -40,10 +57,12 @@ from ncip.tool.preprocess import plan_preprocess, probe_output
 from ncip.tool.ranking import (
     PassAccumulator,
     as_probs,
+    ncip_scores,
     ncip_table,
     selection_record,
 )
 from ncip.tool.tensors import read_tensors, tensor_shapes
+from ncip.tool.warnings import accuracy_gap, differing_tokenizers, unscaled_features
 
 
 def _bad(ck: Checkpoint, why: str, final: bool, skip_bad: bool) -> None:
@@ -199,7 +218,7 @@ def rank(
     inputs: str | Path | np.ndarray | Inputs,
     model: str | Callable | None = None,
     *,
-    k: int = K,
+    k: int | None = None,
     alpha: float = ALPHA,
     ids: Any = None,
     labels: Any = None,
@@ -226,6 +245,12 @@ def rank(
     allow_uneven: bool = False,
     outputs: str = "auto",
     checkpoint_scores: bool = True,
+    class_names: Sequence[str] | None = None,
+    text_column: str | None = None,
+    final: str | None = None,
+    holdout: str | Path | np.ndarray | None = None,
+    holdout_labels: Any = None,
+    method: str | None = None,
 ) -> Ranking:
     """Rank ``inputs`` by NCIP from a training run's ``checkpoints``; larger score = label first.
 
@@ -235,7 +260,9 @@ def rank(
     checkpoints. ``inputs``: a path (.npz, .npy, a table, raw texts, an image folder) or an
     array; raw texts are encoded with ``tokenizer`` (default: the tokenizer.json beside the
     final checkpoint), truncated to ``max_length`` (:mod:`ncip.tool.texts`); ``labels`` (path or
-    array) add an honest comparison with margin, DeepGini and random order on this model. A run
+    array; class indices, or class names mapped through ``class_names`` or a Hugging Face
+    config's ``id2label``) add an honest comparison with the final model's confidence scores
+    (margin, DeepGini, Entropy, MSP), the checkpoint scores and random order on this model. A run
     whose checkpoints are not an even history (kept by a metric, thinned) is refused unless
     ``allow_uneven`` (:func:`ncip.tool.order.uneven_history`). Returns a
     :class:`ncip.tool.output.Ranking`: ``table`` (rank, sample_id, ncip, tvd, margin, pred and,
@@ -250,13 +277,28 @@ def rank(
         notes.append(msg)
         log.info("%s", msg)
 
+    def warn(line: str | None) -> None:  # a warning of ncip.tool.warnings, shown even --quiet
+        if line:
+            notes.append(line)
+            log.warning("%s", line.removeprefix("warning: "))
+
     _check_args(k, batch_size)
-    cs, pruned = _checkpoints(checkpoints, ema, order, note, state_key, allow_uneven)
+    cs, pruned = _checkpoints(checkpoints, ema, order, note, state_key, allow_uneven, final)
     dev = resolve_device(device)
     lm = load_model(model, cs, num_classes, prefix, head, dev, trust_recorded_model)
-    inp = load_inputs(inputs, ids, labels)
+    kind = type(lm.model).__name__
+    if kind.endswith(("ForCausalLM", "LMHeadModel")):
+        raise InputError(
+            f"the checkpoints hold a causal language model ({kind}); its test set is prompts: "
+            "rank them with --prompts prompts.jsonl instead of --inputs"
+        )
+    inp = load_inputs(inputs, ids, labels, text_column)
     if inp.texts is not None:
         inp = _encoded(inp, cs.final.path, tokenizer, max_length, lm.model)
+        if tokenizer is None:
+            from ncip.tool.texts import find_tokenizer
+
+            warn(differing_tokenizers(cs, find_tokenizer(cs.final.path, None)))
     elif tokenizer is not None or max_length is not None:
         flag = "--tokenizer" if tokenizer is not None else "--max-length"
         raise InputError(
@@ -269,16 +311,22 @@ def rank(
     shape = list(inp.x.shape[1:])
     read = f"{inp.source} ({inp.detail})" if inp.detail else inp.source
     note(f"inputs: {len(inp)} from {read}, shape {shape}; preprocessing: {pre.describe()}")
+    warn(unscaled_features(inp.x, inp.detail, mean is not None or std is not None))
     classes, binary, out_plan = _classes(lm, cs, pre, inp, dev, head, outputs)
     for line in out_plan.notes:
         note(line)
     # the heads first: a checkpoint of another class count is named before the labels are
     usable, sigma, dropped = head_sigma(lm, cs, skip_bad)
+    names = list(class_names) if class_names else model_class_names(lm.model)
+    where = "--classes" if class_names else "the config's id2label"
+    inp = labels_by_name(inp, names, where)
+    if names and inp.class_names is None:
+        inp.class_names = list(names)  # shown in previews and Label Studio tasks
     check_inputs(inp, classes)
-    sel = _plan(sigma, len(usable), int(k), alpha, binary, pruned, note)
+    sel = _plan(sigma, len(usable), k, alpha, binary, pruned, note)
     selected = [cs[usable[i]] for i in sel.chosen]
     engine = Engine(
-        lm.model,
+        _as_trained(lm.model, inp, note),
         dev,
         EngineConfig(path=engine_path, batch_size=batch_size, precision=precision, compile=compile),
         pre,
@@ -296,25 +344,164 @@ def rank(
     )
     dropped += [c.name for c in selected if c not in used]
     scores = acc.checkpoint_scores()
-    table, score, ranked = ncip_table(final_probs, acc.tvd(), inp.ids, inp.y, seed, scores)
+    cands = candidate_scores(final_probs, ncip_scores(final_probs, acc.tvd())[0], acc.tvd(), scores)
+    choice: dict[str, Any] = {}
+    curves = None
+    if holdout is not None:
+        hold = _holdout(
+            holdout,
+            holdout_labels,
+            text_column,
+            cs,
+            tokenizer,
+            max_length,
+            lm,
+            names,
+            where,
+            classes,
+            inp,
+        )
+        note(f"holdout: {len(hold)} labelled inputs from {hold.source}")
+        ran = [c for c in selected if c in used]  # final last, as in the pass over the pool
+        h_probs, h_acc, _ = _stream(
+            engine,
+            lm,
+            ran,
+            hold,
+            classes,
+            skip_bad,
+            show_progress,
+            out_plan.kind,
+            checkpoint_scores,
+        )
+        h_cands = candidate_scores(
+            h_probs, ncip_scores(h_probs, h_acc.tvd())[0], h_acc.tvd(), h_acc.checkpoint_scores()
+        )
+        h_fault = h_probs.argmax(axis=1) != np.asarray(hold.y)
+        choice["holdout"] = choose(h_cands, h_fault, seed)
+        curves = (h_cands, h_fault, f"the holdout, {len(hold)} inputs")
+    chosen = (
+        check_method(method)
+        if method is not None
+        else (choice.get("holdout") or {}).get("chosen") or DEFAULT
+    )
+    if chosen not in cands:
+        raise InputError(f"--method {chosen}: not computed in this run (checkpoint scores off)")
+    choice |= {"chosen": chosen, "forced": method is not None, "default": DEFAULT}
+    table, score, ranked = ncip_table(
+        final_probs, acc.tvd(), inp.ids, inp.y, seed, scores, rank_by=cands[chosen]
+    )
     record = _record(cs, usable, sel, selected, used, dropped, lm, pre, engine)
     record["outputs"] = out_plan.describe()
+    record["method"] = choice
+    note(choice_paragraph(choice))
     ev = compare_orders(final_probs, score, inp.y, seed, scores) if inp.y is not None else None
+    if inp.y is not None and curves is None:
+        curves = (cands, final_probs.argmax(axis=1) != np.asarray(inp.y), "your labelled inputs")
+    warn(accuracy_gap(cs, final_probs, inp.y))
     record["seconds"] = seconds = time.perf_counter() - t0
     notes.append(
         f"ranked {len(inp)} inputs with {len(used)} checkpoints (selected from {len(sel.pool)} in "
         f"the pool of {len(cs)}) in {seconds:.1f} s"
     )
-    return Ranking(table, record, ev, notes, ranked, inp)
+    plot = None
+    if curves is not None:
+        c_all, fault, what = curves
+        shown = [chosen] + [n for n in ("ncip", "entropy") if n != chosen]
+        plot = ({DISPLAY[n]: c_all[n] for n in shown if n in c_all}, fault, what)
+    return Ranking(table, record, ev, notes, ranked, inp, chosen, plot)
+
+
+def _holdout(
+    holdout,
+    holdout_labels,
+    text_column,
+    cs,
+    tokenizer,
+    max_length,
+    lm,
+    names,
+    where,
+    classes,
+    inp: Inputs,
+) -> Inputs:
+    """The labelled holdout, read, encoded and checked as the pool is."""
+    hold = load_inputs(holdout, None, holdout_labels, text_column)
+    if hold.texts is not None:
+        hold = _encoded(hold, cs.final.path, tokenizer, max_length, lm.model)
+    _check_finite_inputs(hold)
+    hold = labels_by_name(hold, names, where)
+    if hold.y is None:
+        raise InputError(
+            f"--holdout {hold.source} has no labels: give --holdout-labels (a file, or its "
+            "label column), or a holdout with a label column or y"
+        )
+    check_inputs(hold, classes)
+    token_ids = np.asarray(inp.x[:1]).dtype.kind in "iu" and np.ndim(inp.x) == 2
+    if not token_ids and tuple(hold.x.shape[1:]) != tuple(inp.x.shape[1:]):
+        raise InputError(
+            f"--holdout {hold.source}: inputs of shape {list(hold.x.shape[1:])}, the pool's "
+            f"{list(inp.x.shape[1:])}; give a holdout like the pool (a labelled validation split)"
+        )
+    if token_ids:
+        from ncip.tool.texts import check_token_ids, embedding_rows
+
+        check_token_ids(hold.x, embedding_rows(lm.model), hold.source)
+    return hold
 
 
 def _encoded(inp: Inputs, final: Path, tokenizer, max_length, model) -> Inputs:
     """Raw texts as the token ids of the run's own tokenizer (:mod:`ncip.tool.texts`)."""
-    from ncip.tool.texts import encode_texts, find_tokenizer, model_positions
+    from ncip.tool.texts import embedding_rows, encode_texts, find_tokenizer, model_positions
 
-    positions = model_positions(model)
-    x, how = encode_texts(inp.texts, find_tokenizer(final, tokenizer), max_length, positions)
-    return replace(inp, x=x, texts=None, detail=f"{inp.detail}; {how}")
+    positions, rows = model_positions(model), embedding_rows(model)
+    x, how, pad = encode_texts(
+        inp.texts, find_tokenizer(final, tokenizer), max_length, positions, rows
+    )
+    return replace(
+        inp, x=x, texts=None, detail=f"{inp.detail}; {how}", pad_id=pad, raw_texts=inp.texts
+    )
+
+
+def _as_trained(model: torch.nn.Module, inp: Inputs, note) -> torch.nn.Module:
+    """The model to run: a text model that takes an attention mask gets one, 0 on the padding
+    positions (the padding id the texts were encoded with, else the model config's
+    ``pad_token_id`` where the ids hold it), as its Trainer evaluates it; any other model as
+    it is."""
+    from ncip.tool.texts import (
+        MaskedTextModel,
+        check_token_ids,
+        config_pad_id,
+        embedding_rows,
+        takes_attention_mask,
+    )
+
+    x = inp.x
+    if not (isinstance(x, np.ndarray) and x.ndim == 2 and x.dtype.kind in "iu"):
+        return model
+    rows = embedding_rows(model)
+    check_token_ids(x, rows, inp.source)
+    if not takes_attention_mask(model):
+        if rows is not None:
+            pad = "" if inp.pad_id is None else f" (padding id {inp.pad_id})"
+            note(
+                f"token ids go in as given, padded{pad}, with no attention mask (the model's "
+                "forward takes none): it sees the padding as its training batches showed it"
+            )
+        return model
+    pad = inp.pad_id if inp.pad_id is not None else config_pad_id(model)
+    if pad is None:
+        note(
+            "attention mask: all ones (the model takes one, but neither the tokenizer nor its "
+            "config names a padding id: every position counts)"
+        )
+        return model
+    padded = int((x == pad).sum())
+    note(
+        f"attention mask: 0 on the positions holding the padding id {pad} ({padded} of "
+        f"{x.size} positions), as the Hugging Face Trainer evaluates the model"
+    )
+    return MaskedTextModel(model, pad)
 
 
 def _stripped(lm) -> str:
@@ -349,7 +536,7 @@ def _record(cs, usable, sel, selected, used, dropped, lm, pre, engine) -> dict[s
 
 
 def _check_args(k: Any, batch_size: int) -> None:
-    if isinstance(k, bool) or int(k) != k or k < 2:
+    if k is not None and (isinstance(k, bool) or int(k) != k or k < 2):
         raise InputError(
             f"k must be an integer of at least 2 (the final checkpoint and one more), got {k!r}"
         )
@@ -369,10 +556,18 @@ def _checkpoints(
     note: Callable[[str], None],
     state_key: str | None = None,
     allow_uneven: bool = False,
+    final: str | None = None,
 ):
     """The run's checkpoints in training order, and the record of a pruned folder if any; a
-    history that is not even is refused (as ``ncip prune`` refuses it) unless allowed."""
+    history that is not even is refused (as ``ncip prune`` refuses it) unless allowed.
+    ``final`` names the model under test (:func:`_deployed`)."""
     cs = discover(source, ema, order, state_key)
+    if isinstance(source, str | Path) and trainer_checkpoints(Path(source)):
+        note(
+            f"{source} is a Trainer output folder: its checkpoint-* folders are the history "
+            "(the model trainer.save_model wrote beside them is not read)"
+        )
+    cs = _deployed(cs, final, note)
     check_consistent(cs)
     pruned = _pruned_selection(source, cs)
     why = None if pruned is not None else uneven_history(cs)
@@ -399,6 +594,42 @@ def _checkpoints(
     return cs, pruned
 
 
+def _deployed(cs, final: str | None, note) -> CheckpointSet:
+    """The history up to the model under test: ``final`` names it (a checkpoint's name, or
+    "last"); without it, a Trainer run whose trainer_state.json names another checkpoint as
+    its best (``best_model_checkpoint``: with ``load_best_model_at_end`` that is the model it
+    deploys) is refused, never ranked silently against the last one."""
+    best = best_checkpoint(cs)
+    if final is None and best is not None:
+        raise CheckpointError(
+            f"trainer_state.json names {best} the best checkpoint (best_model_checkpoint), not "
+            f"the last, {cs.final.name}: with load_best_model_at_end=True the deployed model is "
+            f"{best}. Rank it as the model under test with --final {best} (the history up to "
+            "it), or the last checkpoint with --final last"
+        )
+    if final is None or final == "last":
+        if final == "last" and best is not None:
+            note(f"--final last: ranked against {cs.final.name}, not the best, {best}")
+        return cs
+    names = [c.name for c in cs]
+    paths = [c.path.name for c in cs]
+    at = names.index(final) if final in names else paths.index(final) if final in paths else None
+    if at is None:
+        shown = ", ".join(names[:4]) + (" ..." if len(names) > 4 else "")
+        raise CheckpointError(f"--final {final!r} is none of the checkpoints ({shown}, last)")
+    if at < 1:
+        raise CheckpointError(
+            f"--final {final}: it is the first checkpoint, with no history before it to compare"
+        )
+    left = len(cs) - at - 1
+    if left:
+        note(
+            f"--final {final}: the model under test; the {left} checkpoint(s) after it are "
+            "left out (NCIP reads the training history up to the model it ranks)"
+        )
+    return CheckpointSet(cs.checkpoints[: at + 1], cs.order, cs.skipped, cs.ema)
+
+
 def _classes(
     lm: LoadedModel, cs, pre, inp: Inputs, dev, head: str | None, outputs: str
 ) -> tuple[int, bool, OutputPlan]:
@@ -419,13 +650,31 @@ def _classes(
     return (2 if binary else classes), binary, out_plan
 
 
-def _plan(sigma, usable: int, k: int, alpha: float, binary: bool, pruned, note) -> Selection:
+def default_k(usable: int, alpha: float, note) -> int:
+    """K when the user gave none: the paper's K, unless the pool holds K checkpoints or fewer
+    (a typical fine-tuning history of 3-20), where it would keep the whole pool and selection
+    would never run: then half the pool (at least 2), said in one line."""
+    pool = len(candidate_pool(usable, alpha))
+    if pool > K or pool < 3:
+        return K
+    k = max(2, pool // 2)
+    note(
+        f"K = {k}, half the pool of {pool} checkpoints: the default K = {K} would keep the "
+        f"whole pool and sigma_cos would choose nothing (--k sets K)"
+    )
+    return k
+
+
+def _plan(sigma, usable: int, k: int | None, alpha: float, binary: bool, pruned, note) -> Selection:
     """Algorithm 1, the last K for one-logit models (their σ_cos is the same at every
-    checkpoint), or a pruned folder's checkpoints as they are; a note on the whole pool."""
+    checkpoint), or a pruned folder's checkpoints as they are; a note on the whole pool.
+    ``k`` None: :func:`default_k`."""
     if usable < 2:
         raise CheckpointError(
-            f"only {usable} usable checkpoint(s): NCIP needs at least 2 "
-            "(with one it reduces to the final model's margin)"
+            f"only {usable} usable checkpoint(s): NCIP needs at least 2 (with one it reduces to "
+            "the final model's margin); keep one per epoch: the Trainer's "
+            "save_strategy='epoch' (its default saves every 500 steps), Lightning's "
+            "ModelCheckpoint(save_top_k=-1), or torch.save in a plain loop's every epoch"
         )
     if pruned:  # the folder holds NCIP's selection already: use it as it is
         note(
@@ -434,6 +683,7 @@ def _plan(sigma, usable: int, k: int, alpha: float, binary: bool, pruned, note) 
             "used as selected"
         )
         return Selection.keep_all(sigma, pruned["k"], pruned["alpha"])
+    k = default_k(usable, alpha, note) if k is None else int(k)
     sel = plan(sigma, k, alpha, binary=binary)
     if sel.note:
         note(sel.note)

@@ -28,7 +28,8 @@ from ncip.tool.output import Ranking
 # the checkpoint scores (ncip.core.dynamics) follow the predicted class, each over the same
 # checkpoints as NCIP's TVD
 SCORE_COLUMNS = [column(n) for n in CHECKPOINT_SCORES]
-TABLE_COLUMNS = ["rank", "sample_id", "ncip", "tvd", "margin", "pred", *SCORE_COLUMNS]
+# "score": the score the ranking is ordered by (NCIP by default; ncip.tool.choose)
+TABLE_COLUMNS = ["rank", "sample_id", "score", "ncip", "tvd", "margin", "pred", *SCORE_COLUMNS]
 
 
 class TVDAccumulator:
@@ -138,6 +139,15 @@ def selection_record(
 # Table and evaluation
 
 
+def ncip_scores(final_probs: np.ndarray, tvd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(NCIP's score, Eq. 8, and the final model's margin), per input."""
+    # margin() partitions a copy of its input: in chunks, that copy stays small
+    m = np.concatenate(
+        [margin(final_probs[i : i + 8192]) for i in range(0, len(final_probs), 8192)]
+    )
+    return zscore(tvd) + zscore(1.0 - m), m
+
+
 def ncip_table(
     final_probs: np.ndarray,
     tvd: np.ndarray,
@@ -145,19 +155,19 @@ def ncip_table(
     labels: np.ndarray | None = None,
     seed: int = 0,
     checkpoint_scores: dict[str, np.ndarray] | None = None,
+    rank_by: np.ndarray | None = None,
 ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     """(the ranked table, the NCIP scores in input order, the order) from the final
-    probabilities, TVD and the checkpoint scores (by name; a column each)."""
-    # margin() partitions a copy of its input: in chunks, that copy stays small
-    m = np.concatenate(
-        [margin(final_probs[i : i + 8192]) for i in range(0, len(final_probs), 8192)]
-    )
-    score = zscore(tvd) + zscore(1.0 - m)  # NCIP Eq. 8
-    order = order_from_scores(score, seed)
+    probabilities, TVD and the checkpoint scores (by name; a column each), ordered by
+    ``rank_by`` (the chosen score, input order; default NCIP), written as ``score``."""
+    score, m = ncip_scores(final_probs, tvd)
+    by = score if rank_by is None else np.asarray(rank_by, dtype=np.float64)
+    order = order_from_scores(by, seed)
     table = pd.DataFrame(
         {
             "rank": np.arange(1, len(order) + 1),
             "sample_id": np.asarray(ids).astype(str)[order],
+            "score": by[order],
             "ncip": score[order],
             "tvd": np.asarray(tvd)[order],
             "margin": m[order],

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ncip.core.collapse import ALPHA, K
+from ncip.core.collapse import ALPHA
 from ncip.core.engine import resolve_device
 from ncip.core.errors import InputError
 from ncip.core.lmengine import MEMORY_MB
@@ -75,7 +75,9 @@ def read_prompts(prompts: str | Path | Sequence[str], references=None) -> Prompt
     if isinstance(prompts, str | Path) and Path(prompts).suffix.lower() in (".jsonl", ".txt"):
         path = Path(prompts)
         if not path.is_file():
-            raise InputError(f"prompts file {path} does not exist")
+            from ncip.tool.texts import not_a_file
+
+            raise InputError(not_a_file(path, "prompts file", "a .jsonl or .txt of prompts"))
         if path.suffix.lower() == ".txt":
             texts, ids = read_text_lines(path)
             return Prompts(texts, ids, _references(references, len(texts)), str(path))
@@ -84,6 +86,12 @@ def read_prompts(prompts: str | Path | Sequence[str], references=None) -> Prompt
         if key is None:
             raise InputError(f"{path}: each line needs a 'prompt' (or 'text') field")
         has_ref = "reference" in rows[0]
+        with_ref = [n for n, r in enumerate(rows, start=1) if "reference" in r]
+        if with_ref and not has_ref:  # some lines have one: all of them must (issue 47)
+            raise InputError(
+                f"{path}: object {with_ref[0]} has a 'reference' but object 1 has none; give "
+                "every line a reference, or none"
+            )
         for n, row in enumerate(rows, start=1):
             if not isinstance(row.get(key), str) or (
                 has_ref and not isinstance(row.get("reference"), str)
@@ -94,6 +102,14 @@ def read_prompts(prompts: str | Path | Sequence[str], references=None) -> Prompt
                 )
         texts = [r[key] for r in rows]
         ids = np.array([str(r.get("id", i)) for i, r in enumerate(rows)])
+        seen: dict[str, int] = {}
+        for n, v in enumerate(ids.tolist(), start=1):
+            if v in seen:
+                raise InputError(
+                    f"{path}: objects {seen[v]} and {n} have the same id {v!r}; every prompt "
+                    "needs its own id (the ranking names prompts by it)"
+                )
+            seen[v] = n
         refs = [r["reference"] for r in rows] if has_ref else _references(references, len(rows))
         return Prompts(texts, ids, refs, str(path))
     if isinstance(prompts, str | Path):
@@ -146,19 +162,39 @@ class Run:
 
 
 def prepare_run(
-    checkpoints, prompts, model=None, *, references=None, tokenizer=None, new_tokens=NEW_TOKENS,
-    max_prompt_tokens=None, head=None, prefix=None, device="auto", order="auto",
-    allow_uneven=False, trust_recorded_model=False, skip_bad=False, note=log.info,
-) -> Run:  # fmt: skip
+    checkpoints,
+    prompts,
+    model=None,
+    *,
+    references=None,
+    tokenizer=None,
+    new_tokens=NEW_TOKENS,
+    max_prompt_tokens=None,
+    head=None,
+    prefix=None,
+    device="auto",
+    order="auto",
+    allow_uneven=False,
+    trust_recorded_model=False,
+    skip_bad=False,
+    note=log.info,
+    final=None,
+) -> Run:
     """Read the prompts and checkpoints, build the model and read every head's σ_cos."""
     if isinstance(new_tokens, bool) or int(new_tokens) != new_tokens or new_tokens < 1:
         raise InputError(f"new_tokens must be a positive integer, got {new_tokens!r}")
     p = read_prompts(prompts, references)
     if not p.texts:
         raise InputError(f"{p.source} holds no prompts")
-    cs, pruned = _checkpoints(checkpoints, False, order, note, None, allow_uneven)
+    cs, pruned = _checkpoints(checkpoints, False, order, note, None, allow_uneven, final)
     dev = resolve_device(device)
     lm = load_model(model, cs, None, prefix, head, dev, trust_recorded_model)
+    kind = type(lm.model).__name__
+    if kind.endswith(("ForSequenceClassification", "ForImageClassification")):
+        raise InputError(
+            f"the checkpoints hold a classifier ({kind}); its test set is inputs to classify: "
+            "rank them with --inputs (texts, a table, ids) instead of --prompts"
+        )
     positions = model_positions(lm.model)
     limit = max_prompt_tokens or (positions - new_tokens if positions else None)
     if limit is not None and limit < 1:
@@ -186,10 +222,17 @@ def sequence_stats(
     """:func:`ncip.core.lmengine.sequence_stats` over ``checkpoints`` (the final last) of a
     prepared run: a bad checkpoint stops the run, or is dropped with ``skip_bad``."""
     return lm_sequence_stats(
-        run.lm.load, checkpoints, run.ids, new_tokens, run.lm.num_classes, run.device,
-        lambda ck, why, final: _bad(ck, why, final, skip_bad), batch_size, memory_mb,
+        run.lm.load,
+        checkpoints,
+        run.ids,
+        new_tokens,
+        run.lm.num_classes,
+        run.device,
+        lambda ck, why, final: _bad(ck, why, final, skip_bad),
+        batch_size,
+        memory_mb,
         show_progress,
-    )  # fmt: skip
+    )
 
 
 def decode(run: Run, cont: np.ndarray) -> list[str]:
@@ -204,7 +247,7 @@ def rank_sequences(
     model: str | Any = None,
     *,
     references: Sequence[str] | None = None,
-    k: int = K,
+    k: int | None = None,
     alpha: float = ALPHA,
     tokenizer: str | Path | None = None,
     new_tokens: int = NEW_TOKENS,
@@ -221,6 +264,7 @@ def rank_sequences(
     trust_recorded_model: bool = False,
     skip_bad: bool = False,
     memory_mb: int = MEMORY_MB,
+    final: str | None = None,
 ) -> Ranking:
     """Rank ``prompts`` by NCIP for sequences from a causal LM's ``checkpoints``; larger score
     = look first. ``references`` (or a ``reference`` field in the .jsonl) add the BLEU-2 of each
@@ -236,13 +280,25 @@ def rank_sequences(
 
     _check_args(k, batch_size)
     run = prepare_run(
-        checkpoints, prompts, model, references=references, tokenizer=tokenizer,
-        new_tokens=new_tokens, max_prompt_tokens=max_prompt_tokens, head=head, prefix=prefix,
-        device=device, order=order, allow_uneven=allow_uneven,
-        trust_recorded_model=trust_recorded_model, skip_bad=skip_bad, note=note,
-    )  # fmt: skip
+        checkpoints,
+        prompts,
+        model,
+        references=references,
+        tokenizer=tokenizer,
+        new_tokens=new_tokens,
+        max_prompt_tokens=max_prompt_tokens,
+        head=head,
+        prefix=prefix,
+        device=device,
+        order=order,
+        allow_uneven=allow_uneven,
+        trust_recorded_model=trust_recorded_model,
+        skip_bad=skip_bad,
+        note=note,
+        final=final,
+    )
     cs, p = run.cs, run.prompts
-    sel = _plan(run.sigma, len(run.usable), int(k), alpha, False, run.pruned, note)
+    sel = _plan(run.sigma, len(run.usable), k, alpha, False, run.pruned, note)
     selected = [cs[run.usable[i]] for i in sel.chosen]
     stats, cont = sequence_stats(
         run, selected, new_tokens, batch_size, memory_mb, skip_bad, show_progress

@@ -12,15 +12,22 @@ downloaded): ``--tokenizer PATH`` (the file, or a folder holding ``tokenizer.jso
 models carry), in its folder or the folder above. Texts are truncated to ``--max-length``, else
 to the tokenizer's own length, else to the model's ``max_position_embeddings``; then padded to
 the tokenizer's own length, or to the longest text, with its padding token.
+
+A model whose ``forward`` takes an ``attention_mask`` (every Hugging Face text model) is run as
+its Trainer evaluates it: through :class:`MaskedTextModel`, with the mask 0 on the padding
+positions, so padding changes nothing (without it, padded positions counted).
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
+import torch.nn as nn
 
 from ncip.core.errors import InputError
 
@@ -103,6 +110,19 @@ def model_positions(model) -> int | None:
     return None
 
 
+def not_a_file(p: Path, what: str, give: str) -> str:
+    """Why ``p`` cannot be read as a file, in one line: missing, a folder, or not a regular
+    file (a named pipe would block the read)."""
+    if p.is_dir():
+        return f"{what} {p} is a folder; give {give}"
+    if p.exists() or p.is_symlink():
+        return (
+            f"{what} {p} is not a regular file (a named pipe, socket, device or broken link): "
+            f"give {give}"
+        )
+    return f"{what} {p} does not exist; give {give}"
+
+
 def find_tokenizer(final: Path, given: str | Path | None) -> Path:
     """The tokenizer file: ``given`` (a file or a folder with tokenizer.json), else the one
     beside the final checkpoint ``final`` (a file or a Hugging Face checkpoint folder)."""
@@ -111,8 +131,9 @@ def find_tokenizer(final: Path, given: str | Path | None) -> Path:
         p = p / TOKENIZER_FILE if p.is_dir() else p
         if not p.is_file():
             raise InputError(
-                f"tokenizer {given} does not exist (give a tokenizers JSON file, or a folder "
-                f"holding {TOKENIZER_FILE})"
+                not_a_file(
+                    p, "tokenizer", f"a tokenizers JSON file, or a folder holding {TOKENIZER_FILE}"
+                )
             )
         return p
     folder = final if final.is_dir() else final.parent
@@ -144,11 +165,30 @@ def load_tokenizer(path: Path):
 
 
 def encode_texts(
-    texts: list[str], tokenizer: Path, max_length: int | None, model_positions: int | None
-) -> tuple[np.ndarray, str]:
-    """Token ids ``[N, L]`` (int64) of ``texts`` and one line saying how they were made."""
+    texts: list[str],
+    tokenizer: Path,
+    max_length: int | None,
+    model_positions: int | None,
+    embedding: int | None = None,
+) -> tuple[np.ndarray, str, int]:
+    """Token ids ``[N, L]`` (int64) of ``texts``, one line saying how they were made, and the
+    padding id. A tokenizer with more tokens than the model's ``embedding`` has rows is
+    refused: it is not the one the model was trained with."""
     tok = load_tokenizer(tokenizer)
+    if embedding is not None and tok.get_vocab_size() > embedding:
+        raise InputError(
+            f"{tokenizer} has {tok.get_vocab_size()} tokens but the model's embedding has "
+            f"{embedding} rows: it is not the tokenizer this model was trained with; pass the "
+            "run's own with --tokenizer"
+        )
     own = tok.truncation["max_length"] if tok.truncation else None
+    if max_length is not None and model_positions is not None and max_length > model_positions:
+        raise InputError(
+            f"--max-length {max_length} is more than the model's {model_positions} positions; "
+            f"give at most {model_positions}"
+        )
+    if own is not None and model_positions is not None and own > model_positions:
+        own = None  # a tokenizer limit past the model's positions: the model's limit holds
     limit = max_length or own or model_positions
     if limit is not None:
         tok.enable_truncation(int(limit))
@@ -174,7 +214,7 @@ def encode_texts(
         + (f" (truncated at {limit}: {cut} texts were longer)" if limit is not None else "")
         + f", padded with {pad_token!r}"
     )
-    return x, how
+    return x, how, int(pad_id)
 
 
 def text_inputs(texts: list[str], ids: Any, y: Any, source: str, detail: str):
@@ -186,3 +226,69 @@ def text_inputs(texts: list[str], ids: Any, y: Any, source: str, detail: str):
         raise InputError(f"{source} holds no texts")
     x = np.empty((len(texts), 0), dtype=np.int64)  # the ids, once encoded
     return Inputs(x, np.asarray(ids).astype(str), y, source, detail=detail, texts=texts)
+
+
+def embedding_rows(model: nn.Module) -> int | None:
+    """The rows of the model's input embedding (its vocabulary): a Hugging Face model's
+    ``get_input_embeddings()``, else a first layer that is an embedding; None otherwise."""
+    get = getattr(model, "get_input_embeddings", None)
+    if callable(get):
+        try:
+            emb = get()
+        except (NotImplementedError, AttributeError):
+            emb = None
+        if isinstance(emb, nn.Embedding | nn.EmbeddingBag):
+            return int(emb.num_embeddings)
+    from ncip.tool.preprocess import first_layer
+
+    first = first_layer(model)
+    if isinstance(first, nn.Embedding | nn.EmbeddingBag):
+        return int(first.num_embeddings)
+    return None
+
+
+def check_token_ids(x: np.ndarray, rows: int | None, source: str) -> None:
+    """Every token id of ``x`` (read in chunks) within the embedding's ``rows``; one line
+    naming the largest (or a negative one) otherwise."""
+    if rows is None:
+        return
+    lo, hi = 0, -1
+    for start in range(0, len(x), 65536):
+        chunk = np.asarray(x[start : start + 65536])
+        if chunk.size:
+            lo, hi = min(lo, int(chunk.min())), max(hi, int(chunk.max()))
+    if lo < 0 or hi >= rows:
+        bad = lo if lo < 0 else hi
+        raise InputError(
+            f"{source}: token id {bad} lies outside the model's embedding of {rows} rows (ids "
+            f"0..{rows - 1}): the ids come from another tokenizer or vocabulary; encode the "
+            "texts with the run's own tokenizer"
+        )
+
+
+def takes_attention_mask(model: nn.Module) -> bool:
+    """Whether the model's ``forward`` has an ``attention_mask`` parameter."""
+    try:
+        return "attention_mask" in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def config_pad_id(model: nn.Module) -> int | None:
+    """The padding id a (Hugging Face) model's config names, ``pad_token_id``."""
+    pad = getattr(getattr(model, "config", None), "pad_token_id", None)
+    return pad if isinstance(pad, int) and not isinstance(pad, bool) else None
+
+
+class MaskedTextModel(nn.Module):
+    """A text model run as the Hugging Face Trainer evaluates it: token ids as ``input_ids``
+    and ``attention_mask`` 1 at every position but those holding the padding id. It holds the
+    model itself, so weights loaded into that model are the ones run."""
+
+    def __init__(self, model: nn.Module, pad_id: int):
+        super().__init__()
+        self.model = model
+        self.pad_id = int(pad_id)
+
+    def forward(self, x: torch.Tensor):
+        return self.model(input_ids=x, attention_mask=(x != self.pad_id).long())

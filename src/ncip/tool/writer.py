@@ -25,6 +25,7 @@ import torch.nn as nn
 
 from ncip.core.checkpoints import CheckpointMeta, checkpoint_name, save_state
 from ncip.core.collapse import sigma_cos
+from ncip.core.errors import InputError
 from ncip.core.io import write_csv
 from ncip.core.logs import log
 from ncip.tool.files import clean_stale_temps, follow_umask
@@ -33,9 +34,33 @@ HISTORY = "sigma_cos.csv"
 PLOT = "sigma_cos.png"
 
 
-def factory_spec(model: str | Callable | None) -> str | None:
+def factory_spec(model: str | Callable | None, args: dict[str, Any] | None = None) -> str | None:
     """How `ncip rank` will rebuild the model: ``"package.module:function"`` as given, or that
-    spec of an importable class or function; None (with a warning) when it cannot be."""
+    spec of an importable class or function; None (with a warning) when it cannot be. ``args``
+    (keyword arguments of plain literals: numbers, strings, lists, dicts, True/None) are
+    recorded with it, ``"mymodel:Net(vocab_size=300)"``, as `--model` takes them."""
+    if args:
+        import ast
+
+        for key, value in args.items():
+            try:
+                same = ast.literal_eval(repr(value)) == value
+            except (ValueError, SyntaxError):
+                same = False
+            if not (isinstance(key, str) and key.isidentifier() and same):
+                raise InputError(
+                    f"model_args {key}={value!r}: record keyword arguments of plain literals "
+                    "only (numbers, strings, lists, dicts, True/None), as --model takes them"
+                )
+        if model is None:
+            raise InputError("model_args need the model (its factory) too")
+    spec = _spec(model)
+    if spec is None or not args:
+        return spec
+    return f"{spec}({', '.join(f'{k}={v!r}' for k, v in args.items())})"
+
+
+def _spec(model: str | Callable | None) -> str | None:
     if model is None or isinstance(model, str):
         return model
     module, name = getattr(model, "__module__", None), getattr(model, "__qualname__", None)
@@ -53,7 +78,9 @@ class CheckpointWriter:
     """Write ncip checkpoints while training (see the module docstring).
 
     ``head``: the classifier layer's name (default: the last ``nn.Linear``); ``model``: how to
-    rebuild the model (a ``"package.module:function"`` spec, or the class/function itself);
+    rebuild the model (a ``"package.module:function"`` spec, or the class/function itself),
+    with ``model_args`` (keyword arguments of plain literals, e.g. ``{"vocab_size": 300}``)
+    recorded beside it;
     ``input_shape`` (one input, e.g. ``[1, 28, 28]``), ``mean``/``std`` are recorded for
     `ncip rank` to check and preprocess inputs; ``plot`` draws ``sigma_cos.png``. A folder
     holds one training run: a writer refuses a folder of another model or another run, unless
@@ -65,6 +92,7 @@ class CheckpointWriter:
         *,
         head: str | None = None,
         model: str | Callable | None = None,
+        model_args: dict[str, Any] | None = None,
         input_shape: Sequence[int] | None = None,
         mean: Sequence[float] | None = None,
         std: Sequence[float] | None = None,
@@ -80,7 +108,7 @@ class CheckpointWriter:
         self.run_id = uuid.uuid4().hex[:12]
         self.resume = resume
         self.head = head
-        self.factory = factory_spec(model)
+        self.factory = factory_spec(model, model_args)
         self.input_shape = list(input_shape) if input_shape is not None else None
         self.mean = list(mean) if mean is not None else None
         self.std = list(std) if std is not None else None

@@ -1,0 +1,178 @@
+"""Which score ranks a model's inputs: chosen from a labelled holdout (issue 46).
+
+Every label-free score one pass over the checkpoints gives is a candidate: the final model's
+confidence scores (MSP, Entropy, Margin, DeepGini), the checkpoint scores
+(:mod:`ncip.core.dynamics`), TVD and NCIP. On a labelled holdout (a validation split of the
+same distribution, never the pool ranked) each is scored by RAUC-ALL against the final model's
+faults there, with a paired bootstrap of the holdout inputs against the best.
+
+The rule (:func:`choose`), fixed before any holdout is seen: the best candidate by holdout
+RAUC-ALL, unless a simpler one (earlier in :data:`CANDIDATES`) ties it, its paired 95% interval
+of the difference covering 0; then the simplest of those. A holdout with fewer than
+:data:`MIN_FAULTS` faults separates nothing: the default (:data:`DEFAULT`) ranks, and the run
+says so. Without a holdout the default ranks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ncip.core.dynamics import CHECKPOINT_SCORES, column
+from ncip.core.errors import InputError
+from ncip.core.metrics import order_from_scores, rauc
+from ncip.core.scores import deepgini, entropy, margin, msp
+
+# the candidates, simplest first (one checkpoint's confidence; then the checkpoints read as an
+# ensemble, then as a trajectory; then NCIP's TVD and NCIP itself): the name is the ranking
+# table's column, or the score's own name for those the table does not hold
+CANDIDATES = (
+    "msp",
+    "entropy",
+    "margin",
+    "deepgini",
+    *(column(n) for n, i in CHECKPOINT_SCORES.items() if i.reads == "ensemble"),
+    *(column(n) for n, i in CHECKPOINT_SCORES.items() if i.reads == "trajectory"),
+    "tvd",
+    "ncip",
+)
+DISPLAY = {
+    "msp": "MSP",
+    "entropy": "Entropy",
+    "margin": "Margin",
+    "deepgini": "DeepGini",
+    "tvd": "TVD",
+    "ncip": "NCIP",
+} | {column(n): i.display for n, i in CHECKPOINT_SCORES.items()}
+# The score that ranks without a holdout: NCIP until the pre-registered study
+# (docs/preregistration.md) supports another
+DEFAULT = "ncip"
+MIN_FAULTS = 20
+RESAMPLES = 1000
+RULE = (
+    "the best by holdout RAUC-ALL, unless a simpler score ties it (its paired 95% bootstrap "
+    "interval of the difference covers 0), then the simplest of those; simpler = earlier in "
+    + ", ".join(DISPLAY[c] for c in CANDIDATES)
+)
+
+
+def check_method(name: str) -> str:
+    """A score's name as ``--method`` takes it (the table's column, any case; "-" for "_")."""
+    key = name.strip().lower().replace("-", "_")
+    if key not in CANDIDATES:
+        raise InputError(
+            f"--method {name!r} is not a score ncip computes; choose from " + ", ".join(CANDIDATES)
+        )
+    return key
+
+
+def candidate_scores(
+    final_probs: np.ndarray,
+    ncip_scores: np.ndarray,
+    tvd: np.ndarray,
+    checkpoint_scores: dict[str, np.ndarray],
+) -> dict[str, np.ndarray]:
+    """Every candidate's scores (larger = label first) from one pass's results."""
+    p = np.asarray(final_probs, dtype=np.float64)
+    logits = np.log(np.maximum(p, np.finfo(np.float64).tiny))
+    out = {
+        "msp": msp(logits),
+        "entropy": entropy(logits),
+        "margin": 1.0 - margin(p),
+        "deepgini": deepgini(logits),
+        "tvd": np.asarray(tvd, dtype=np.float64),
+        "ncip": np.asarray(ncip_scores, dtype=np.float64),
+    }
+    out |= {column(n): np.asarray(v, dtype=np.float64) for n, v in checkpoint_scores.items()}
+    return {c: out[c] for c in CANDIDATES if c in out}
+
+
+def _rauc_all(scores: np.ndarray, fault: np.ndarray, seed: int) -> float:
+    return float(rauc(fault[order_from_scores(scores, seed)]))
+
+
+def choose(
+    holdout: dict[str, np.ndarray], fault: np.ndarray, seed: int = 0, resamples: int = RESAMPLES
+) -> dict:
+    """The choice on a labelled holdout: every candidate's RAUC-ALL there, its difference to
+    the best with a paired bootstrap 95% interval (one resample of the holdout inputs shared
+    by all candidates), and the chosen one by :data:`RULE`; with fewer than
+    :data:`MIN_FAULTS` faults, no choice (``chosen`` None)."""
+    f = np.asarray(fault, dtype=bool)
+    n, faults = len(f), int(f.sum())
+    record = {"inputs": n, "faults": faults, "rule": RULE, "min_faults": MIN_FAULTS}
+    if faults < MIN_FAULTS or faults == n:
+        return record | {"chosen": None, "candidates": []}
+    names = [c for c in CANDIDATES if c in holdout]
+    observed = {c: _rauc_all(holdout[c], f, seed) for c in names}
+    best = max(names, key=lambda c: (observed[c], -names.index(c)))
+    rng = np.random.default_rng(seed)
+    diffs = {c: np.empty(resamples) for c in names}
+    for b in range(resamples):
+        idx = rng.integers(0, n, n)
+        fb = f[idx]
+        if not fb.any():
+            for c in names:
+                diffs[c][b] = np.nan
+            continue
+        ref = _rauc_all(holdout[best][idx], fb, seed)
+        for c in names:
+            diffs[c][b] = _rauc_all(holdout[c][idx], fb, seed) - ref
+    rows = []
+    for c in names:
+        lo, hi = (0.0, 0.0) if c == best else np.nanquantile(diffs[c], [0.025, 0.975])
+        rows.append(
+            {
+                "method": c,
+                "name": DISPLAY[c],
+                "rauc_all": observed[c],
+                "minus_best": observed[c] - observed[best],
+                "lo": float(lo),
+                "hi": float(hi),
+                "ties_best": bool(lo <= 0 <= hi),
+            }
+        )
+    tied = [r["method"] for r in rows if r["ties_best"]]
+    chosen = min(tied, key=names.index)  # the simplest of the best and those tying it
+    return record | {"chosen": chosen, "best": best, "candidates": rows}
+
+
+def choice_paragraph(record: dict) -> str:
+    """The run's one paragraph on the choice: which score, from how many holdout faults, with
+    its interval, and what NCIP would have given."""
+    if record.get("forced"):
+        return f"ranked by {DISPLAY[record['chosen']]} (--method {record['chosen']})"
+    if "holdout" not in record:
+        return (
+            f"ranked by {DISPLAY[DEFAULT]}, the default; to rank by the score that works for "
+            "this model, give a labelled validation split: --holdout H --holdout-labels HY"
+        )
+    h = record["holdout"]
+    if h["chosen"] is None:
+        return (
+            f"the holdout has {h['faults']} faults in {h['inputs']} inputs, fewer than "
+            f"{h['min_faults']} (or every input a fault): too few to tell the scores apart; "
+            f"ranked by {DISPLAY[DEFAULT]}, the default"
+        )
+    rows = {r["method"]: r for r in h["candidates"]}
+    c, best = rows[h["chosen"]], rows[h["best"]]
+    said = (
+        f"ranked by {c['name']}, chosen on the holdout ({h['inputs']} inputs, {h['faults']} "
+        f"faults of the final model): RAUC-ALL {c['rauc_all']:.3f}"
+    )
+    if h["chosen"] != h["best"]:
+        said += (
+            f", tying the best, {best['name']} ({best['rauc_all']:.3f}; difference "
+            f"{c['minus_best']:+.3f}, 95% interval [{c['lo']:+.3f}, {c['hi']:+.3f}]), and simpler"
+        )
+    else:
+        others = [r for r in h["candidates"] if r["method"] != c["method"]]
+        runner = max(others, key=lambda r: r["rauc_all"], default=None)
+        if runner is not None:
+            said += (
+                f", the best; next {runner['name']} ({runner['rauc_all']:.3f}, 95% interval of "
+                f"the difference [{runner['lo']:+.3f}, {runner['hi']:+.3f}])"
+            )
+    if "ncip" in rows and h["chosen"] != "ncip":
+        n = rows["ncip"]
+        said += f"; NCIP would have given {n['rauc_all']:.3f} ({n['minus_best']:+.3f})"
+    return said
