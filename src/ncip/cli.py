@@ -127,8 +127,33 @@ def check_params(
     from ncip.study.subjects import check_params as check
 
     check_shape(params)
+    _external_models(params)
     subjects, runs = check(params)
     typer.echo(f"{params}: valid ({len(subjects)} subjects x {len(runs)} runs)")
+
+
+def _external_models(params: Path) -> None:
+    """An external subject's model with literal arguments is refused, by the rule `ncip
+    import-external` applies (the study's stages import the factory by name alone); here, as
+    the study does not import the tool's parser."""
+    import yaml
+
+    from ncip.tool.userspec import split_call
+
+    try:
+        cfg = yaml.safe_load(Path(params).read_text()) if Path(params).is_file() else None
+    except yaml.YAMLError:
+        return  # check_params says so, with the line
+    external = cfg.get("external") if isinstance(cfg, dict) else None
+    for name, spec in (external or {}).items() if isinstance(external, dict) else ():
+        model = spec.get("model") if isinstance(spec, dict) else None
+        if isinstance(model, str) and split_call(model)[0] != model:
+            raise StageError(
+                f"{params}: external.{name}.model {model!r} passes arguments, but the study's "
+                "stages import the factory by name alone; name a function that builds it "
+                "without arguments (def make(num_classes): return Net(hidden=256, "
+                "num_classes=num_classes))"
+            )
 
 
 def _class_names(classes: str | None) -> list[str] | None:

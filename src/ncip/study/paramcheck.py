@@ -210,17 +210,6 @@ def _external_folders(cfg: dict, where: str) -> None:
     for name, spec in external.items():
         if not isinstance(spec, dict):
             continue  # check_params says so
-        model = spec.get("model")
-        if isinstance(model, str):
-            from ncip.tool.userspec import split_call
-
-            if split_call(model)[0] != model:  # the rule `ncip import-external` applies
-                raise InputError(
-                    f"{where}: external.{name}.model {model!r} passes arguments, but the "
-                    "study's stages import the factory by name alone; name a function that "
-                    "builds it without arguments (def make(num_classes): return "
-                    "Net(hidden=256, num_classes=num_classes))"
-                )
         for key in ("checkpoints", "data"):
             value = spec.get(key)
             if not isinstance(value, str):
