@@ -65,6 +65,19 @@ def check_method(name: str) -> str:
     return key
 
 
+def confidence_scores(final_probs: np.ndarray) -> dict[str, np.ndarray]:
+    """The final model's confidence scores as priorities (larger = label first), from its
+    probabilities: MSP, Entropy, 1 - Margin, DeepGini (the formulas of ncip.core.scores)."""
+    p = np.asarray(final_probs, dtype=np.float64)
+    logits = np.log(np.maximum(p, np.finfo(np.float64).tiny))
+    return {
+        "msp": msp(logits),
+        "entropy": entropy(logits),
+        "margin": 1.0 - margin(p),
+        "deepgini": deepgini(logits),
+    }
+
+
 def candidate_scores(
     final_probs: np.ndarray,
     ncip_scores: np.ndarray,
@@ -72,13 +85,7 @@ def candidate_scores(
     checkpoint_scores: dict[str, np.ndarray],
 ) -> dict[str, np.ndarray]:
     """Every candidate's scores (larger = label first) from one pass's results."""
-    p = np.asarray(final_probs, dtype=np.float64)
-    logits = np.log(np.maximum(p, np.finfo(np.float64).tiny))
-    out = {
-        "msp": msp(logits),
-        "entropy": entropy(logits),
-        "margin": 1.0 - margin(p),
-        "deepgini": deepgini(logits),
+    out = confidence_scores(final_probs) | {
         "tvd": np.asarray(tvd, dtype=np.float64),
         "ncip": np.asarray(ncip_scores, dtype=np.float64),
     }

@@ -11,7 +11,6 @@ import pandas as pd
 
 from ncip.core.dynamics import CHECKPOINT_SCORES
 from ncip.core.metrics import apfd, order_from_scores, rauc, run_seed
-from ncip.core.scores import deepgini, entropy, margin, msp
 
 RANDOM_REPEATS = 10
 
@@ -26,19 +25,15 @@ def compare_orders(
     """NCIP against the final model's margin, DeepGini, Entropy and MSP, the checkpoint scores
     (by name, shown by their table names) and random order, on labelled inputs:
     RAUC-100/500/ALL, APFD and the faults (misclassified inputs) in the top 10%."""
+    from ncip.tool.choose import DISPLAY, confidence_scores
+
     p = np.asarray(final_probs, dtype=np.float64)
-    y = np.asarray(labels)
-    logits = np.log(np.maximum(p, np.finfo(np.float64).tiny))
-    methods = {
-        "NCIP": ncip_scores,
-        "Margin": 1.0 - margin(p),
-        "DeepGini": deepgini(logits),
-        "Entropy": entropy(logits),
-        "MSP": msp(logits),
-    }
+    conf = confidence_scores(p)
+    methods = {"NCIP": ncip_scores}
+    methods |= {DISPLAY[n]: conf[n] for n in ("margin", "deepgini", "entropy", "msp")}
     for name, s in (checkpoint_scores or {}).items():
         methods[CHECKPOINT_SCORES[name].display] = s
-    return compare_scores(methods, p.argmax(axis=1) != y, seed)
+    return compare_scores(methods, p.argmax(axis=1) != np.asarray(labels), seed)
 
 
 def compare_scores(
