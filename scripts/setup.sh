@@ -69,26 +69,29 @@ if [ ! -f data/raw/python-doc/index.html ] && [ ! -f /usr/share/doc/python3-doc/
   apt_install "put the CPython documentation's HTML in data/raw/python-doc/ by hand (README \"Language models\")" \
     python3-doc
 fi
-# the UCI tables of Debian's R packages (the extended study): the .rda files only, no R, into
-# the user's cache outside the checkout (DVC experiments run in a copy without ignored files)
+# the tables of Debian's R data packages (the extended study): the data files only, no R, into
+# the user's cache outside the checkout (DVC experiments run in a copy without ignored files);
+# the package list is ncip.study.datasets.uci.PACKAGES (R's folder names; Debian's are lower case)
 rcran="${XDG_CACHE_HOME:-$HOME/.cache}/ncip/r-cran"
-for pkg in mlbench kernlab; do
+rpkgs=$(.venv/bin/python -c "from ncip.study.datasets.uci import PACKAGES; print(*PACKAGES)" 2>/dev/null || echo mlbench kernlab)
+for pkg in $rpkgs; do
+  deb="r-cran-${pkg,,}"
   if [ ! -d "data/raw/r-cran/$pkg/data" ] && [ ! -d "$rcran/$pkg/data" ] \
      && [ ! -d "/usr/lib/R/site-library/$pkg/data" ]; then
     if command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null; then
       tmp=$(mktemp -d)
-      if (cd "$tmp" && apt-get download -q "r-cran-$pkg" >/dev/null 2>&1) \
-         || { $sudo apt-get update -q >/dev/null 2>&1 && (cd "$tmp" && apt-get download -q "r-cran-$pkg" >/dev/null 2>&1); }; then
-        dpkg-deb -x "$tmp"/r-cran-"$pkg"_*.deb "$tmp/x"
+      if (cd "$tmp" && apt-get download -q "$deb" >/dev/null 2>&1) \
+         || { $sudo apt-get update -q >/dev/null 2>&1 && (cd "$tmp" && apt-get download -q "$deb" >/dev/null 2>&1); }; then
+        dpkg-deb -x "$tmp"/"$deb"_*.deb "$tmp/x"
         mkdir -p "$rcran/$pkg"
         cp -r "$tmp/x/usr/lib/R/site-library/$pkg/data" "$rcran/$pkg/"
-        echo "setup: Debian's r-cran-$pkg data files in $rcran/$pkg/data" >&2
+        echo "setup: Debian's $deb data files in $rcran/$pkg/data" >&2
       else
-        echo "setup: apt-get could not download r-cran-$pkg; put its data/ files in data/raw/r-cran/$pkg/data/ by hand (README \"Datasets\")" >&2
+        echo "setup: apt-get could not download $deb; put its data/ files in data/raw/r-cran/$pkg/data/ by hand (README \"Datasets\")" >&2
       fi
       rm -rf "$tmp"
     else
-      echo "setup: no apt-get here to download r-cran-$pkg; put its data/ files in data/raw/r-cran/$pkg/data/ by hand (README \"Datasets\")" >&2
+      echo "setup: no apt-get here to download $deb; put its data/ files in data/raw/r-cran/$pkg/data/ by hand (README \"Datasets\")" >&2
     fi
   fi
 done

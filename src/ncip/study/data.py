@@ -95,14 +95,19 @@ TOKENIZER_FILE = "tokenizer.json"  # beside a text dataset's prepared splits and
 Loader = Callable[[Path], RawDataset]
 _DATASETS: dict[str, Loader] = {}
 _KIND: dict[str, str] = {}
+_SOURCE: dict[str, str] = {}
 
 
 KINDS = ("image", "text")
 
 
-def register_dataset(name: str, kind: str = "image") -> Callable[[Loader], Loader]:
+def register_dataset(
+    name: str, kind: str = "image", source: str | None = None
+) -> Callable[[Loader], Loader]:
     """Register a loader ``(raw_root) -> RawDataset`` under ``name``; ``kind`` is "image"
-    (uint8 [N, C, H, W]) or "text" (int32 token ids [N, L])."""
+    (uint8 [N, C, H, W]) or "text" (int32 token ids [N, L]). ``source`` names where the data
+    comes from, shared by data sets drawn from one collection ("WordNet", "MNIST-like digits"):
+    the study's analyses by source read it (default: the data set is its own source)."""
     if kind not in KINDS:
         raise InputError(f"dataset kind must be one of {KINDS}, got {kind!r}")
 
@@ -111,6 +116,7 @@ def register_dataset(name: str, kind: str = "image") -> Callable[[Loader], Loade
             raise InputError(f"dataset {name!r} is registered twice")
         _DATASETS[name] = fn
         _KIND[name] = kind
+        _SOURCE[name] = source or name
         return fn
 
     return wrap
@@ -131,6 +137,13 @@ def dataset_kind(name: str) -> str:
     if name not in _registered():
         raise InputError(f"unknown dataset {name!r}; choose one of {', '.join(list_datasets())}")
     return _KIND[name]
+
+
+def dataset_source(name: str) -> str:
+    """The source a dataset registered with (its own name when it named none)."""
+    if name not in _registered():
+        raise InputError(f"unknown dataset {name!r}; choose one of {', '.join(list_datasets())}")
+    return _SOURCE[name]
 
 
 def load_raw(name: str, raw_root: Path | str = "data/raw") -> RawDataset:

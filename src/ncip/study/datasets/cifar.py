@@ -77,7 +77,7 @@ def _cifar(raw_root: Path, name: str, folder: str, parts: dict, label_key: bytes
     return RawDataset("image", classes, splits["train"], splits["test"])
 
 
-@register_dataset("cifar10")
+@register_dataset("cifar10", source="CIFAR")
 def load_cifar10(raw_root: Path) -> RawDataset:
     """CIFAR-10, python pickle version, in data/raw/cifar-10-batches-py."""
     parts = {"train": [f"data_batch_{i}" for i in range(1, 6)], "test": ["test_batch"]}
@@ -91,7 +91,7 @@ def load_cifar10(raw_root: Path) -> RawDataset:
     )
 
 
-@register_dataset("cifar100")
+@register_dataset("cifar100", source="CIFAR")
 def load_cifar100(raw_root: Path) -> RawDataset:
     """CIFAR-100 (fine labels), python pickle version, in data/raw/cifar-100-python."""
     parts = {"train": ["train"], "test": ["test"]}

@@ -138,13 +138,13 @@ def _wordnet(raw_root: Path, classes: list[str] | None, per_class: int) -> RawDa
     return text_dataset([f"noun.{c}" for c in classes], train, test, length=40)
 
 
-@register_dataset("wordnet10", kind="text")
+@register_dataset("wordnet10", kind="text", source="WordNet")
 def load_wordnet10(raw_root: Path) -> RawDataset:
     """WordNet noun glosses, the ten largest lexicographer files x 2,000 (4,000 test texts)."""
     return _wordnet(raw_root, None, 2000)
 
 
-@register_dataset("wordnet4", kind="text")
+@register_dataset("wordnet4", kind="text", source="WordNet")
 def load_wordnet4(raw_root: Path) -> RawDataset:
     """WordNet noun glosses of animals, artifacts, persons and plants x 3,000 (2,400 test)."""
     return _wordnet(raw_root, list(WORDNET4), 3000)
@@ -166,7 +166,7 @@ def fortune_quotes(root: Path) -> list[tuple[str, str, str]]:
     return out
 
 
-@register_dataset("fortunes", kind="text")
+@register_dataset("fortunes", kind="text", source="fortunes")
 def load_fortunes(raw_root: Path) -> RawDataset:
     """Quotes by topic file, the 15 largest files of fortunes and fortunes-min, all quotes."""
     root = _find(raw_root, "fortunes", FORTUNES_DIR, "people", "fortunes")

@@ -121,7 +121,7 @@ def _load(
     return load_idx_dataset(name, d, classes)
 
 
-@register_dataset("fmnist")
+@register_dataset("fmnist", source="Fashion-MNIST")
 def load_fmnist(raw_root: Path) -> RawDataset:
     """Fashion-MNIST: data/raw IDX files, else Debian's dataset-fashion-mnist, else download."""
     candidates = [
@@ -143,7 +143,7 @@ def load_fmnist(raw_root: Path) -> RawDataset:
     )
 
 
-@register_dataset("mnist")
+@register_dataset("mnist", source="MNIST-like digits")
 def load_mnist(raw_root: Path) -> RawDataset:
     """MNIST from torchvision's on-disk layout (data/raw/MNIST/raw) or data/raw/mnist."""
     return _load(

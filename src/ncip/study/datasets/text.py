@@ -82,7 +82,7 @@ def text_dataset(classes, train, test, length, max_vocab=20000) -> RawDataset:
     )
 
 
-@register_dataset("imdb", kind="text")
+@register_dataset("imdb", kind="text", source="IMDB")
 def load_imdb(raw_root: Path) -> RawDataset:
     """IMDB reviews from the aclImdb folder (train/test x neg/pos), 400 tokens per review."""
     d = raw_root / "aclImdb"
@@ -102,7 +102,7 @@ def load_imdb(raw_root: Path) -> RawDataset:
     return text_dataset(["neg", "pos"], parts[0], parts[1], length=400)
 
 
-@register_dataset("agnews", kind="text")
+@register_dataset("agnews", kind="text", source="AG News")
 def load_agnews(raw_root: Path) -> RawDataset:
     """AG News from ag_news_csv (train.csv/test.csv: class 1-4, title, description)."""
     d = raw_root / "ag_news_csv"

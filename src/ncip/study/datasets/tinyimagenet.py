@@ -9,7 +9,7 @@ import numpy as np
 from ncip.study.data import DatasetNotFoundError, RawDataset, Split, register_dataset
 
 
-@register_dataset("tinyimagenet")
+@register_dataset("tinyimagenet", source="Tiny ImageNet")
 def load_tinyimagenet(raw_root: Path) -> RawDataset:
     """Tiny ImageNet (tiny-imagenet-200); its labelled val split serves as the test split."""
     from PIL import Image

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ncip.study.data import dataset_source
 from ncip.study.evaluation import display
+from ncip.study.report.collapse import TERMINAL_ACCURACY, terminal_subjects
 from ncip.study.report.inputs import ReportInputs
 from ncip.study.statistics import (
     PRIMARY,
@@ -37,19 +39,46 @@ def _question(method: str, against: str) -> str:
     return f"{display(method)} - {display(against)}"
 
 
-def dataset_effects(r: ReportInputs, method: str, against: str) -> pd.DataFrame:
-    """One row per data set: ``diff`` (the mean over the data set's independent subjects of
-    method minus against, clean RAUC-ALL, mean over runs), ``se`` (the mean of those subjects'
-    paired-bootstrap standard errors: exact with one subject, an upper bound for several, which
-    share their test inputs) and ``subjects``."""
+def dataset_effects(
+    r: ReportInputs,
+    method: str,
+    against: str,
+    subjects: set[str] | None = None,
+    by: str = "dataset",
+) -> pd.DataFrame:
+    """One row per data set (``by="source"``: per source, the data sets drawn from one
+    collection averaged the same way): ``diff`` (the mean over the data set's independent
+    subjects of method minus against, clean RAUC-ALL, mean over runs), ``se`` (the mean of those
+    subjects' paired-bootstrap standard errors: exact with one subject, an upper bound for
+    several, which share their test inputs) and ``subjects``. ``subjects``: only these."""
     p = r.primary
     if p.empty:
         return pd.DataFrame(columns=["diff", "se", "subjects"])
-    rows = p[(p["method"] == method) & (p["against"] == against) & p["subject"].isin(r.independent)]
+    keep = set(r.independent) if subjects is None else set(r.independent) & subjects
+    rows = p[(p["method"] == method) & (p["against"] == against) & p["subject"].isin(keep)]
     rows = rows.assign(dataset=[parse_subject(s, r.external).dataset for s in rows["subject"]])
-    return rows.groupby("dataset").agg(
+    per_set = rows.groupby("dataset").agg(
         diff=("diff", "mean"), se=("se", "mean"), subjects=("subject", "count")
     )
+    if by == "dataset":
+        return per_set
+    per_set = per_set.assign(source=[_source(d) for d in per_set.index])
+    return per_set.groupby("source").agg(
+        diff=("diff", "mean"), se=("se", "mean"), subjects=("subjects", "sum")
+    )
+
+
+def _source(dataset: str) -> str:
+    try:
+        return dataset_source(dataset)
+    except Exception:  # an external subject's free name: its own source
+        return dataset
+
+
+def _meta(eff: pd.DataFrame) -> dict:
+    if not len(eff):
+        return {"datasets": 0, "verdict": "too few"}
+    return random_effects(eff["diff"].to_numpy(), eff["se"].to_numpy())
 
 
 def primary_results(r: ReportInputs) -> list[dict]:
@@ -58,18 +87,29 @@ def primary_results(r: ReportInputs) -> list[dict]:
     out = []
     for method, against in PRIMARY_QUESTIONS:
         eff = dataset_effects(r, method, against)
-        res = (
-            random_effects(eff["diff"].to_numpy(), eff["se"].to_numpy())
-            if len(eff)
-            else {"datasets": 0, "verdict": "too few"}
-        )
-        res |= {"method": method, "against": against}
+        res = _meta(eff) | {"method": method, "against": against}
         res["by_dataset"] = {
             str(k): {"diff": float(v["diff"]), "se": float(v["se"])} for k, v in eff.iterrows()
         }
         res["median_rule"] = primary_comparison(eff["diff"]) if len(eff) else None
+        res["by_source"] = _meta(dataset_effects(r, method, against, by="source"))
+        res["terminal"] = _meta(dataset_effects(r, method, against, terminal_subjects(r)))
         out.append(res)
     return re_verdicts(out)
+
+
+def _sensitivity_line(res: dict, key: str, what: str) -> str:
+    """A sensitivity analysis's random-effects result, uncorrected (not decisive)."""
+    s = res[key]
+    q = _question(res["method"], res["against"])
+    k = s["datasets"]
+    if s["verdict"] == "too few":
+        return f"- {q}, {what}: {k} unit{'' if k == 1 else 's'}, too few for an interval."
+    return (
+        f"- {q}, {what} ({k} units): {s['estimate']:+.4f} [{s['low']:+.4f}, {s['high']:+.4f}], "
+        f"prediction interval [{s['pred_low']:+.4f}, {s['pred_high']:+.4f}], tau = "
+        f"{s['tau']:.4f}; p = {s['p_two_sided']:.3g}, TOST p = {s['p_tost']:.3g} (no Holm)."
+    )
 
 
 def _re_line(res: dict) -> str:
@@ -133,18 +173,36 @@ def primary_section(r: ReportInputs) -> list[str]:
     L += [line for res in results if (line := _median_line(res))]
     L += [
         "",
+        "Sensitivity, the same random-effects analysis on other units (reported, not decisive): "
+        "one unit per source (data sets drawn from one collection, such as the WordNet-gloss "
+        "tasks or the MNIST-like digit sets, averaged into one), and the data sets' subjects "
+        f"that reached the terminal phase alone (training accuracy >= {TERMINAL_ACCURACY:.0%} "
+        "in every run; the training section lists them):",
+        "",
+    ]
+    for key, what in (
+        ("by_source", "one unit per source"),
+        ("terminal", "terminal-phase subjects"),
+    ):
+        L += [_sensitivity_line(res, key, what) for res in results]
+    L += [
+        "",
         "![forest plot](../plots/report/forest.png)",
         "",
-        "| data set | " + " | ".join(_question(m, a) for m, a in PRIMARY_QUESTIONS) + " |",
-        "|---|" + "---:|" * len(results),
+        "Per data set, grouped by source (difference ± standard error):",
+        "",
+        "| source | data set | " + " | ".join(_question(m, a) for m, a in PRIMARY_QUESTIONS) + " |",
+        "|---|---|" + "---:|" * len(results),
     ]
-    sets = sorted({k for res in results for k in res["by_dataset"]})
+    sets = sorted({k for res in results for k in res["by_dataset"]}, key=lambda d: (_source(d), d))
     for ds in sets:
         cells = []
         for res in results:
             v = res["by_dataset"].get(ds)
             cells.append(f"{v['diff']:+.4f} ± {v['se']:.4f}" if v else "–")
-        L.append(f"| {ds} | " + " | ".join(cells) + " |")
+        L.append(f"| {_source(ds)} | {ds} | " + " | ".join(cells) + " |")
+    sources = {_source(d) for d in sets}
+    L += ["", f"{len(sets)} data sets from {len(sources)} sources."]
     n = max(res["datasets"] for res in results)
     if n < 6:
         L += [
