@@ -42,6 +42,7 @@ def main(
     write_csv(metrics_dir / "per_ordering.csv", per_order)
     write_csv(metrics_dir / "paired.csv", ev.paired_intervals(table, seed, bootstrap))
     write_csv(metrics_dir / "primary.csv", ev.primary_intervals(table, seed, bootstrap))
+    write_csv(metrics_dir / "chooser.csv", ev.chooser_regret(table, seed))
     write_text(metrics_dir / "tables.md", ev.tables_markdown(mean, std, ns, len(runs), attacks))
     for s in subjects:
         curves = {

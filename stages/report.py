@@ -28,6 +28,18 @@ def main(
     forest = report.forest_rows(inputs)
     if forest:
         forest_figure(forest, plots_dir / "report" / "forest.png", "difference in clean RAUC-ALL")
+    curve = report.chooser_curve(inputs)
+    if not curve.empty:
+        line_figure(
+            curve,
+            "size",
+            plots_dir / "report" / "chooser.png",
+            "Regret of the holdout chooser and of always one score (median over data sets)",
+            "labelled holdout inputs",
+            "regret in clean RAUC-ALL",
+            highlight="chooser",
+            legend_title="order",
+        )
     # no rows when nothing was fine-tuned or no subject is fine enough to average
     df = report.retrain_table(inputs)
     if not df.empty:

@@ -351,3 +351,93 @@ def primary_intervals(table: pd.DataFrame, seed: int = 0, resamples: int = 1000)
         if not got.empty:
             parts.append(got.assign(against=got["method"], method=method))
     return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
+
+
+# The chooser of `ncip rank --holdout` (ncip.core.choice) measured (issue 46 item 3): its
+# candidates in the study's method names, simplest first as the tool orders them (the tool's
+# Margin is the study's PCS, the same order); holdout sizes and draws per subject and run.
+CHOOSER_SIZES = (100, 200, 500, 1000)
+CHOOSER_DRAWS = 20
+CHOOSER_DEFAULT = "ncip"  # what ranks when a holdout has too few faults (the tool's default)
+
+
+def chooser_candidates() -> tuple[str, ...]:
+    from ncip.core.dynamics import CHECKPOINT_SCORES
+
+    by_reads = [
+        n for r in ("ensemble", "trajectory") for n, i in CHECKPOINT_SCORES.items() if i.reads == r
+    ]
+    return ("msp", "entropy", "pcs", "deepgini", *by_reads, "tvd", "ncip")
+
+
+def chooser_regret(
+    table: pd.DataFrame,
+    seed: int = 0,
+    sizes: Sequence[int] = CHOOSER_SIZES,
+    draws: int = CHOOSER_DRAWS,
+    resamples: int | None = None,
+) -> pd.DataFrame:
+    """The holdout chooser's regret, per subject, run, holdout size and draw: a holdout of
+    ``size`` clean test inputs drawn without replacement (seeded by subject, run, size and
+    draw), the choice made on it (:func:`ncip.core.choice.choose`), and every candidate's
+    RAUC-ALL on the rest of the test set, where the regret of an order is the best candidate's
+    RAUC-ALL there minus its own. Beside the chooser's (``regret``; the default NCIP ranks
+    when the holdout has too few faults, ``fallback``): always-NCIP's and always-Entropy's.
+    Sizes above half the test set are not drawn (the rest must be the larger part)."""
+    from ncip.core.choice import RESAMPLES, choose
+    from ncip.core.metrics import rauc
+
+    cands = chooser_candidates()
+    clean = table[(table["split"] == "test") & (table["repeat"] == 0) & table["method"].isin(cands)]
+    jobs = []
+    for (subject, run), g in clean.groupby(["subject", "run"], sort=True):
+        wide = g.pivot(index="sample_id", columns="method", values="score")
+        if not set(cands) <= set(wide.columns):
+            continue
+        first = g.drop_duplicates("sample_id").set_index("sample_id").loc[wide.index]
+        fault = (first["label"] != first["pred"]).to_numpy()
+        scores = {c: wide[c].to_numpy(dtype=np.float64) for c in cands}
+        jobs += [
+            (subject, run, n, d, scores, fault)
+            for n in sizes
+            if 2 * n <= len(fault)
+            for d in range(draws)
+        ]
+
+    def one(job: tuple) -> dict:
+        subject, run, n, d, scores, fault = job
+        key = [seed, run, n, d, *subject.encode()]
+        pick = np.random.default_rng(key).permutation(len(fault))
+        hold, rest = pick[:n], np.sort(pick[n:])
+        rec = choose(
+            {c: s[hold] for c, s in scores.items()},
+            fault[hold],
+            cands,
+            seed,
+            resamples or RESAMPLES,
+        )
+        on_rest = {
+            c: float(rauc(fault[rest][order_from_scores(s[rest], seed)])) for c, s in scores.items()
+        }
+        best = max(on_rest.values())
+        chosen = rec["chosen"] or CHOOSER_DEFAULT
+        return {
+            "subject": subject,
+            "run": run,
+            "size": n,
+            "draw": d,
+            "holdout_faults": rec["faults"],
+            "fallback": rec["chosen"] is None,
+            "chosen": chosen,
+            "best": max(on_rest, key=on_rest.get),
+            "rest": len(rest),
+            "regret": best - on_rest[chosen],
+            "regret_ncip": best - on_rest["ncip"],
+            "regret_entropy": best - on_rest["entropy"],
+        }
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        rows = list(pool.map(one, jobs))
+    cols = ["subject", "run", "size", "draw", "holdout_faults", "fallback", "chosen", "best"]
+    cols += ["rest", "regret", "regret_ncip", "regret_entropy"]
+    return pd.DataFrame(rows, columns=cols)

@@ -6,7 +6,8 @@ confidence scores (MSP, Entropy, Margin, DeepGini), the checkpoint scores
 same distribution, never the pool ranked) each is scored by RAUC-ALL against the final model's
 faults there, with a paired bootstrap of the holdout inputs against the best.
 
-The rule (:func:`choose`), fixed before any holdout is seen: the best candidate by holdout
+The rule (:func:`ncip.core.choice.choose`, which the study's measure of its regret applies too),
+fixed before any holdout is seen: the best candidate by holdout
 RAUC-ALL, unless a simpler one (earlier in :data:`CANDIDATES`) ties it, its paired 95% interval
 of the difference covering 0; then the simplest of those. A holdout with fewer than
 :data:`MIN_FAULTS` faults separates nothing: the default (:data:`DEFAULT`) ranks, and the run
@@ -17,9 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ncip.core.choice import MIN_FAULTS, RESAMPLES
+from ncip.core.choice import choose as core_choose
 from ncip.core.dynamics import CHECKPOINT_SCORES, column
 from ncip.core.errors import InputError
-from ncip.core.metrics import order_from_scores, rauc
 from ncip.core.scores import deepgini, entropy, margin, msp
 
 # the candidates, simplest first (one checkpoint's confidence; then the checkpoints read as an
@@ -46,8 +48,6 @@ DISPLAY = {
 # The score that ranks without a holdout: NCIP until the pre-registered study
 # (docs/preregistration.md) supports another
 DEFAULT = "ncip"
-MIN_FAULTS = 20
-RESAMPLES = 1000
 RULE = (
     "the best by holdout RAUC-ALL, unless a simpler score ties it (its paired 95% bootstrap "
     "interval of the difference covers 0), then the simplest of those; simpler = earlier in "
@@ -93,54 +93,20 @@ def candidate_scores(
     return {c: out[c] for c in CANDIDATES if c in out}
 
 
-def _rauc_all(scores: np.ndarray, fault: np.ndarray, seed: int) -> float:
-    return float(rauc(fault[order_from_scores(scores, seed)]))
-
-
 def choose(
     holdout: dict[str, np.ndarray], fault: np.ndarray, seed: int = 0, resamples: int = RESAMPLES
 ) -> dict:
-    """The choice on a labelled holdout: every candidate's RAUC-ALL there, its difference to
-    the best with a paired bootstrap 95% interval (one resample of the holdout inputs shared
-    by all candidates), and the chosen one by :data:`RULE`; with fewer than
-    :data:`MIN_FAULTS` faults, no choice (``chosen`` None)."""
-    f = np.asarray(fault, dtype=bool)
-    n, faults = len(f), int(f.sum())
-    record = {"inputs": n, "faults": faults, "rule": RULE, "min_faults": MIN_FAULTS}
-    if faults < MIN_FAULTS or faults == n:
-        return record | {"chosen": None, "candidates": []}
-    names = [c for c in CANDIDATES if c in holdout]
-    observed = {c: _rauc_all(holdout[c], f, seed) for c in names}
-    best = max(names, key=lambda c: (observed[c], -names.index(c)))
-    rng = np.random.default_rng(seed)
-    diffs = {c: np.empty(resamples) for c in names}
-    for b in range(resamples):
-        idx = rng.integers(0, n, n)
-        fb = f[idx]
-        if not fb.any():
-            for c in names:
-                diffs[c][b] = np.nan
-            continue
-        ref = _rauc_all(holdout[best][idx], fb, seed)
-        for c in names:
-            diffs[c][b] = _rauc_all(holdout[c][idx], fb, seed) - ref
-    rows = []
-    for c in names:
-        lo, hi = (0.0, 0.0) if c == best else np.nanquantile(diffs[c], [0.025, 0.975])
-        rows.append(
-            {
-                "method": c,
-                "name": DISPLAY[c],
-                "rauc_all": observed[c],
-                "minus_best": observed[c] - observed[best],
-                "lo": float(lo),
-                "hi": float(hi),
-                "ties_best": bool(lo <= 0 <= hi),
-            }
-        )
-    tied = [r["method"] for r in rows if r["ties_best"]]
-    chosen = min(tied, key=names.index)  # the simplest of the best and those tying it
-    return record | {"chosen": chosen, "best": best, "candidates": rows}
+    """The choice on a labelled holdout by :data:`RULE` (:func:`ncip.core.choice.choose` over
+    :data:`CANDIDATES`): every candidate's RAUC-ALL there, its difference to the best with a
+    paired bootstrap 95% interval, and the chosen one; with fewer than :data:`MIN_FAULTS`
+    faults, no choice (``chosen`` None)."""
+    record = core_choose(holdout, fault, CANDIDATES, seed, resamples, MIN_FAULTS)
+    rows = [{"method": r["method"], "name": DISPLAY[r["method"]]} | r for r in record["candidates"]]
+    return (
+        {"inputs": record["inputs"], "faults": record["faults"], "rule": RULE}
+        | {k: v for k, v in record.items() if k not in ("inputs", "faults")}
+        | {"candidates": rows}
+    )
 
 
 def choice_paragraph(record: dict) -> str:

@@ -40,6 +40,7 @@ class ReportInputs:
     text: str | None = None  # metrics/text.md (`make text`)
     lm: str | None = None  # metrics/lm.md (`make lm`)
     primary: pd.DataFrame = field(default_factory=pd.DataFrame)  # metrics/primary.csv
+    chooser: pd.DataFrame = field(default_factory=pd.DataFrame)  # metrics/chooser.csv
 
 
 def read_inputs(params: Path, metrics_dir: Path, scores: Path, plots_dir: Path) -> ReportInputs:
@@ -105,6 +106,10 @@ def read_inputs(params: Path, metrics_dir: Path, scores: Path, plots_dir: Path) 
     primary = pd.read_csv(primary_file) if primary_file.exists() else pd.DataFrame()
     if not primary.empty:
         primary = primary[primary["subject"].isin(subjects)]
+    chooser_file = metrics_dir / "chooser.csv"
+    chooser = pd.read_csv(chooser_file) if chooser_file.exists() else pd.DataFrame()
+    if not chooser.empty:
+        chooser = chooser[chooser["subject"].isin(subjects)]
     return ReportInputs(
         cfg,
         subjects,
@@ -129,6 +134,7 @@ def read_inputs(params: Path, metrics_dir: Path, scores: Path, plots_dir: Path) 
         txt.read_text() if (txt := metrics_dir / "text.md").exists() else None,
         lm.read_text() if (lm := metrics_dir / "lm.md").exists() else None,
         primary,
+        chooser,
     )
 
 

@@ -16,6 +16,7 @@ from ncip.study.report.agreement import (
     tie_markdown,
     tie_paragraph,
 )
+from ncip.study.report.chooser import chooser_section
 from ncip.study.report.collapse import epochs_section, training_section
 from ncip.study.report.common import column_of, cost_table, not_run_markdown, side_by_side
 from ncip.study.report.inputs import ReportInputs
@@ -443,6 +444,7 @@ SECTIONS = (
     paired_intervals_section,
     table7_8_section,
     checkpoint_scores_section,
+    chooser_section,
     selection_control_section,
     ties_section,
     calibration_section,

@@ -68,11 +68,13 @@ def significance_markdown(table: pd.DataFrame, unit: str) -> str:
 
 
 def significance_record(r: ReportInputs) -> dict:
+    from ncip.study.report.chooser import chooser_summary
     from ncip.study.report.primary import primary_results
 
     m = len(_baselines_only(r.sig)) if len(r.sig) else 0
     return {
         "primary": primary_results(r),
+        "chooser": chooser_summary(r),
         "subjects": r.independent,
         "attainable": attainable(len(r.independent), m) if m else {},
         "by_subject": r.sig.to_dict(orient="records"),
@@ -154,6 +156,7 @@ EXPERIMENT_SECTIONS = {
 }
 OPTIONAL_SECTIONS = (
     "Checkpoint scores",
+    "Choosing the score from a labelled holdout",
     "What could not run",
     "Training: accuracy and sigma_cos",
     "Longer training",
