@@ -48,8 +48,13 @@ def main(
     log: Path | None = typer.Option(
         None, help="the experiment's output (`dvc exp run`'s), to say how many stages ran"
     ),
+    figures: Path | None = typer.Option(
+        None, help="where the experiment's report figures were copied (its links point there)"
+    ),
 ) -> None:
     text = report.read_text()
+    if figures is not None:  # the report links ../plots/report/X.png beside metrics/report.md
+        text = text.replace("](../plots/report/", f"](../{figures.as_posix()}/")
     header = (
         f"Ran at commit {commit} with `make {name}` ({command} --temp -n {name}) in "
         f"{seconds // 60} min {seconds % 60} s on this machine{stages_said(log)}."

@@ -32,9 +32,23 @@ fi
 # what metrics/NAME.md is made of: the experiment's report, or its own result file (make lm)
 result=$(python -c "from ncip.study.presets import EXPERIMENTS as E; print(E['$name'].result or 'metrics/report.md')")
 git show "$ref:$result" > ".dvc/tmp/$name-report.md"
-python scripts/collect_experiment.py --name "$name" --report ".dvc/tmp/$name-report.md" \
+python scripts/collect_experiment.py --name "$name" --report ".dvc/tmp/$name-report.md" --figures "plots/$name/report" \
   --seconds "$seconds" --command "$cmd" --commit "$(git rev-parse --short HEAD)" \
   --log ".dvc/tmp/$name.log" --out "metrics/$name.md"
+# its per-ordering data, paired intervals, primary and chooser tables, full report and figures
+# (metrics/NAME/, plots/NAME/): what anyone needs to recompute its tables (issue 49)
+rm -rf "metrics/$name" "plots/$name"
+mkdir -p "metrics/$name" "plots/$name"
+for f in per_ordering.csv paired.csv primary.csv chooser.csv tables.md report.md significance.json; do
+  if git cat-file -e "$ref:metrics/$f" 2>/dev/null; then git show "$ref:metrics/$f" > "metrics/$name/$f"; fi
+done
+if [ -f "metrics/$name/report.md" ]; then  # its links, from metrics/NAME/ to plots/NAME/
+  sed -i "s#](\.\./plots/#](../../plots/$name/#g" "metrics/$name/report.md"
+fi
+git ls-tree -r --name-only "$ref" -- plots/report plots/training | while read -r f; do
+  mkdir -p "plots/$name/$(dirname "${f#plots/}")"
+  git show "$ref:$f" > "plots/$name/${f#plots/}"
+done
 # its numbers as metrics/NAME.json, for `dvc metrics show/diff` (dvc.yaml's metrics list)
 metrics=$(python -c "from ncip.study.presets import EXPERIMENTS as E; print(E['$name'].metrics)")
 git show "$ref:$metrics" > "metrics/$name.json.tmp" && mv "metrics/$name.json.tmp" "metrics/$name.json"
