@@ -22,6 +22,7 @@ from ncip.cli_options import (  # the options of `ncip rank` and `ncip prune`
     EnginePath,
     Failure,
     Final,
+    GroupedHelp,
     Head,
     Holdout,
     HoldoutLabels,
@@ -243,7 +244,7 @@ def launch(
     keep: bool = typer.Option(False, help="keep the worktrees afterwards"),
 ) -> None:
     """Run each item of a matrix stage as a SLURM array task in its own worktree, sharing runs
-    through DVC's run-cache; then run `dvc repro --pull` here (README "Scaling out")."""
+    through DVC's run-cache; then run `dvc repro --pull` here (docs/scaling.md)."""
     from ncip.study.launch import launch as run
 
     extra = {"slurm_partition": partition} if partition else {}
@@ -286,7 +287,7 @@ def import_external(
     if unknown or not names:
         raise StageError(
             f"{params} describes no external subject {', '.join(unknown) or '(none at all)'}; "
-            'add it under `external` (README "Study a model trained elsewhere")'
+            'add it under `external` (docs/study.md "Study a model trained elsewhere")'
         )
     runs = load_study(params)[2]
     for name in names:
@@ -295,17 +296,18 @@ def import_external(
 
 
 RANK_EXAMPLES = """Examples:
-
+  # a plain PyTorch loop's state dicts, one per epoch
   ncip rank ckpt/ --model mynet:Net --inputs test.npz --out ranking.csv
-
-  ncip rank 'lightning_logs/version_0/checkpoints/*.ckpt' --model train:Net \
+  # Lightning's .ckpt files, with labels: NCIP compared with simpler orders
+  ncip rank 'lightning_logs/version_0/checkpoints/*.ckpt' --model train:Net \\
       --inputs x.npy --labels y.npy --out ranking.parquet
-
-  ncip rank hf_out/ --inputs tokens.npz --out ranking.csv   (model from config.json)
-
-  ncip rank models/fmnist-lenet5/run-0 --inputs test.npz --out ranking.csv --preview top.png
-
-  ncip rank lm_out/ --prompts prompts.jsonl --out ranking.csv   (a causal language model)
+  # a Hugging Face Trainer text classifier from raw texts (model: config.json)
+  ncip rank hf_out/ --inputs test.csv --out ranking.csv
+  # choose the score on a labelled holdout, hand the ranking to Label Studio
+  ncip rank ckpt/ --model mynet:Net --inputs pool.npz --holdout val.npz \\
+      --out ranking.csv --label-studio tasks.json
+  # a causal language model's prompts
+  ncip rank lm_out/ --prompts prompts.jsonl --out ranking.csv
 """
 
 
@@ -329,7 +331,7 @@ def _preview_images(result):
     return lambda i: np.asarray(x[int(result.order[i]) : int(result.order[i]) + 1])[0]
 
 
-@app.command(epilog=RANK_EXAMPLES)
+@app.command(epilog=RANK_EXAMPLES, cls=GroupedHelp)
 @stage_main
 def rank(
     out: Out,
