@@ -126,9 +126,13 @@ class SelectionRecord:
 
         write_json(
             path,
-            {**self.selection.to_record(), "seconds": self.seconds, "subject": self.subject,
-             "run": self.run},
-        )  # fmt: skip
+            {
+                **self.selection.to_record(),
+                "seconds": self.seconds,
+                "subject": self.subject,
+                "run": self.run,
+            },
+        )
 
     @classmethod
     def read(cls, path: Path) -> SelectionRecord:

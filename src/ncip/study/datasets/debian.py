@@ -37,12 +37,33 @@ WORDNET_DIR = Path("/usr/share/wordnet")
 FORTUNES_DIR = Path("/usr/share/games/fortunes")
 # lexnames(5WN): the noun lexicographer files' numbers
 NOUN_FILES = {
-    3: "Tops", 4: "act", 5: "animal", 6: "artifact", 7: "attribute", 8: "body", 9: "cognition",
-    10: "communication", 11: "event", 12: "feeling", 13: "food", 14: "group", 15: "location",
-    16: "motive", 17: "object", 18: "person", 19: "phenomenon", 20: "plant", 21: "possession",
-    22: "process", 23: "quantity", 24: "relation", 25: "shape", 26: "state", 27: "substance",
+    3: "Tops",
+    4: "act",
+    5: "animal",
+    6: "artifact",
+    7: "attribute",
+    8: "body",
+    9: "cognition",
+    10: "communication",
+    11: "event",
+    12: "feeling",
+    13: "food",
+    14: "group",
+    15: "location",
+    16: "motive",
+    17: "object",
+    18: "person",
+    19: "phenomenon",
+    20: "plant",
+    21: "possession",
+    22: "process",
+    23: "quantity",
+    24: "relation",
+    25: "shape",
+    26: "state",
+    27: "substance",
     28: "time",
-}  # fmt: skip
+}
 WORDNET4 = ("animal", "artifact", "person", "plant")
 FORTUNE_FILES = 15  # the largest topic files
 
