@@ -3,7 +3,7 @@ SHELL := /bin/bash
 export DVC_NO_ANALYTICS := 1
 VENV := .venv/bin
 
-.PHONY: repro test test-fast setup sweep extended epochs text lm
+.PHONY: repro test test-fast setup sweep extended epochs text lm docs
 
 repro:  ## set up, get the dataset, reproduce the whole pipeline
 	bash scripts/setup.sh --data
@@ -49,3 +49,7 @@ text:  ## the text study (WordNet glosses, fortunes; TextCNN and Transformer) as
 lm:  ## the language-model study (GPT-2 from a config, Python docs; paper Fig. 4b) as one DVC experiment
 	bash scripts/setup.sh
 	bash scripts/experiment.sh lm
+
+docs:  ## re-render the parts of docs/ that are facts of the data or of committed runs
+	bash scripts/setup.sh
+	$(VENV)/python scripts/render_docs.py

@@ -62,11 +62,11 @@ apt_install() {  # apt_install WHAT PACKAGE...: one line and on where apt-get ca
 }
 if [ ! -f data/raw/wordnet/data.noun ] && [ ! -f /usr/share/wordnet/data.noun ] \
    || { [ ! -f data/raw/fortunes/people ] && [ ! -f /usr/share/games/fortunes/people ]; }; then
-  apt_install "put WordNet's dict/ files in data/raw/wordnet/ and the fortune files in data/raw/fortunes/ by hand (README \"Datasets\")" \
+  apt_install "put WordNet's dict/ files in data/raw/wordnet/ and the fortune files in data/raw/fortunes/ by hand (docs/datasets.md)" \
     wordnet-base fortunes fortunes-min
 fi
 if [ ! -f data/raw/python-doc/index.html ] && [ ! -f /usr/share/doc/python3-doc/html/index.html ]; then
-  apt_install "put the CPython documentation's HTML in data/raw/python-doc/ by hand (README \"Language models\")" \
+  apt_install "put the CPython documentation's HTML in data/raw/python-doc/ by hand (docs/study.md \"Language models\")" \
     python3-doc
 fi
 # the tables of Debian's R data packages (the extended study): the data files only, no R, into
@@ -87,11 +87,11 @@ for pkg in $rpkgs; do
         cp -r "$tmp/x/usr/lib/R/site-library/$pkg/data" "$rcran/$pkg/"
         echo "setup: Debian's $deb data files in $rcran/$pkg/data" >&2
       else
-        echo "setup: apt-get could not download $deb; put its data/ files in data/raw/r-cran/$pkg/data/ by hand (README \"Datasets\")" >&2
+        echo "setup: apt-get could not download $deb; put its data/ files in data/raw/r-cran/$pkg/data/ by hand (docs/datasets.md)" >&2
       fi
       rm -rf "$tmp"
     else
-      echo "setup: no apt-get here to download $deb; put its data/ files in data/raw/r-cran/$pkg/data/ by hand (README \"Datasets\")" >&2
+      echo "setup: no apt-get here to download $deb; put its data/ files in data/raw/r-cran/$pkg/data/ by hand (docs/datasets.md)" >&2
     fi
   fi
 done

@@ -1,5 +1,5 @@
-"""The README's recipes "Adding a baseline" and "Adding a dataset", followed: a throwaway method
-and a throwaway dataset, registered the way the recipes say, reach metrics/report.md through
+"""docs/internals.md's recipes "Adding a baseline" and "Adding a dataset", followed: a throwaway
+method and a throwaway dataset, registered the way the recipes say, reach metrics/report.md through
 the stages (run in-process, with the paths and options dvc.yaml gives them)."""
 
 from __future__ import annotations

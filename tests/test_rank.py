@@ -394,14 +394,14 @@ def test_python_dash_m_ncip_and_one_line_errors(user, tmp_path):
 
 
 def _readme_python_blocks():
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "tool.md").read_text()
     section = text[text.index("### From Python") :]
     blocks = section.split("```python\n")[1:]
     return [b.split("```")[0] for b in blocks[:2]]
 
 
 def test_readme_python_examples_run(user, tmp_path, monkeypatch, capsys):
-    """Both snippets of the README's "From Python" run as written."""
+    """Both snippets of docs/tool.md's "From Python" run as written."""
     import shutil
 
     with_files, standalone = _readme_python_blocks()

@@ -273,11 +273,11 @@ def test_bad_prompts_end_in_one_line_and_keep_the_outputs(lm_run, tmp_path, case
 
 
 def test_the_readme_language_model_example_runs(lm_run, tmp_path, monkeypatch, capsys):
-    """The README's `ncip.rank_sequences` snippet, as written, on a Trainer run."""
+    """docs/tool.md's `ncip.rank_sequences` snippet, as written, on a Trainer run."""
     from helpers import ROOT
 
     d, _ = lm_run
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "tool.md").read_text()
     section = text[text.index("### From Python") :]
     block = section.split("```python\n")[3].split("```")[0]
     assert "rank_sequences" in block

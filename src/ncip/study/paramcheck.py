@@ -222,8 +222,8 @@ def _external_folders(cfg: dict, where: str) -> None:
                 )
             if not folder.is_dir():
                 raise InputError(
-                    f'{where}: external.{name}.{key} {value} is not a folder (README "Study a '
-                    'model trained elsewhere")'
+                    f"{where}: external.{name}.{key} {value} is not a folder (docs/study.md, "
+                    '"Study a model trained elsewhere")'
                 )
 
 

@@ -5,7 +5,7 @@ Each preset is the study's params.yaml with a few keys changed: the dataset's tw
 paper gives epochs only; the optimizer, learning rate, weight decay and schedule below are
 this project's choices (the usual recipes for these models) and are marked as such. GPU
 presets train in bf16 with channels-last convolutions; predictions stay fp32, because bf16
-changes NCIP's rankings (README "Performance").
+changes NCIP's rankings (docs/performance.md).
 
 A preset is applied as DVC overrides, ``dvc exp run -S key=value ...`` (what ``ncip preset
 NAME`` prints), so it never rewrites params.yaml and every preset run is a DVC experiment.
@@ -157,9 +157,9 @@ EPOCHS_SUBJECTS = (
 
 
 # The text study (issue 37): real English text from Debian's packages, the paper's two text
-# architectures, three runs each. Epochs from the training curves (one seed, 30 epochs,
-# README "The text study"): wordnet4's TextCNN passes 99% training accuracy at epoch 17 and its
-# sigma_cos is flat from epoch 11 (0.071-0.078); the fortunes TextCNN is at 87% at epoch 20 and
+# architectures, three runs each. Epochs from the training curves (one seed, 30 epochs, the
+# text study in docs/study.md): wordnet4's TextCNN passes 99% training accuracy at epoch 17 and
+# its sigma_cos is flat from epoch 11 (0.071-0.078); the fortunes TextCNN is at 87% at epoch 20 and
 # 95% at 30 with sigma_cos still falling slowly (0.0705 -> 0.0677), so 20 epochs leave it
 # short of the terminal phase (said in the report), the price of the 90-minute aim. K keeps
 # the paper's share for its text sets (K = 30 of a 90-checkpoint pool): 6 of 18.

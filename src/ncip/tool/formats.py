@@ -253,7 +253,7 @@ def inspect_file(
         if other:
             return None, (
                 f"a {other} file: ncip reads PyTorch checkpoints; rank {other} checkpoints by "
-                "their predictions with ncip.rank_probs (README, 'From Python')"
+                "their predictions with ncip.rank_probs (docs/tool.md, 'From Python')"
             )
         return None, "not a checkpoint format"
     if p.suffix == ".safetensors":

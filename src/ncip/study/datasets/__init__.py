@@ -1,8 +1,8 @@
 """Loaders for standard on-disk dataset formats, one module per format.
 
 Importing this package imports every module in it, and each module registers its datasets with
-:func:`ncip.study.data.register_dataset`: adding a dataset is adding a module here (see the README's
-"Adding a dataset").
+:func:`ncip.study.data.register_dataset`: adding a dataset is adding a module here (see
+docs/internals.md, "Adding a dataset").
 """
 
 import importlib

@@ -3,7 +3,7 @@
 ``tiny-gpt2`` is a GPT-2 built from ``transformers.GPT2Config`` (2 layers, width 128, 4 heads,
 a 2,048-token byte-level BPE, 64 positions: 0.67 M parameters), sized so that pretraining and
 three fine-tuning runs take minutes on two CPU cores. The paper fine-tunes GPT-2 (124 M) and
-OPT-125m on WikiText; neither the weights nor WikiText can be fetched here (README).
+OPT-125m on WikiText; neither the weights nor WikiText can be fetched here (docs/study.md).
 """
 
 from __future__ import annotations

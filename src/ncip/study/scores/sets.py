@@ -5,7 +5,7 @@ p``, a = 3); chunk k holds pool ranks k, k+b, k+2b, ...; each chunk in turn cont
 candidate maximising ``u_i * g^_i``, where ``g_i = log|det(F F^T)|`` of the selection plus i minus
 that of the selection, normalised within the chunk as ``(g - min)/(max - min + 0.5)``.
 
-Deviations, both documented in the README: the features are the model's own penultimate
+Deviations, both documented in docs/study.md: the features are the model's own penultimate
 features, min-max scaled over the test pool (SETS uses ImageNet VGG16 features, which cannot be
 downloaded here); and since those have few dimensions (84 for LeNet-5), a ridge ``eps * I`` is
 added to the Gram matrix so the log-det stays finite once the selection outgrows the feature

@@ -1,0 +1,41 @@
+"""Numbers in docs/ that cannot drift (issue 48 item 3): every block scripts/render_docs.py
+renders is what the committed page holds, and the renderer fails loudly without its markers."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("render_docs", ROOT / "scripts" / "render_docs.py")
+render_docs = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(render_docs)
+
+
+def _have_r_tables() -> bool:
+    from ncip.study.datasets import uci
+
+    dirs = (ROOT / "data" / "raw" / "r-cran", uci.user_cache(), uci.SYSTEM_R)
+    return all(any((d / p / "data").is_dir() for d in dirs) for p in uci.PACKAGES)
+
+
+@pytest.mark.parametrize("name", sorted(render_docs.RENDERERS))
+def test_each_rendered_block_is_what_the_committed_page_holds(name):
+    page, render = render_docs.RENDERERS[name]
+    if name == "tables" and not _have_r_tables():
+        pytest.skip("the r-cran-* data packages are not here (scripts/setup.sh downloads them)")
+    text = (ROOT / page).read_text()
+    assert render_docs.replace_block(text, name, render()) == text, (
+        f"{page} differs from what scripts/render_docs.py renders: run `make docs`"
+    )
+
+
+def test_a_page_without_the_markers_is_refused():
+    with pytest.raises(SystemExit, match="no <!-- render:tables --> block"):
+        render_docs.replace_block("no markers here", "tables", "x")
+    filled = render_docs.replace_block(
+        "a\n<!-- render:t -->\nold\n<!-- /render:t -->\nb", "t", "new"
+    )
+    assert filled == "a\n<!-- render:t -->\nnew\n<!-- /render:t -->\nb"
