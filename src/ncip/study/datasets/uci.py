@@ -145,7 +145,7 @@ TABLES = {
             "modeldata",
             LAZY,
             "Status",
-            "credit scoring (Edimburgh)",
+            "credit scoring (Belanche Muñoz)",
             "log1p",
             obj="credit_data",
             missing="drop",
