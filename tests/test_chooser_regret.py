@@ -98,3 +98,13 @@ def test_the_report_summarises_the_regret_over_data_sets():
     assert rows[1]["regret"]["median"] == 0 and rows[1]["regret_ncip"]["median"] > 0.05
     text = "\n".join(chooser_section(r))
     assert "| 500 | 7 |" in text and "met." in text and "not met." not in text
+
+
+def test_a_sensitivity_analysis_with_enough_units_is_rendered():
+    from ncip.study.report.primary import _sensitivity_line
+    from ncip.study.statistics import random_effects
+
+    res = {"method": "ncip", "against": "entropy"}
+    res["by_source"] = random_effects([0.01, -0.02, 0.03, 0.0], [0.01, 0.01, 0.02, 0.01])
+    line = _sensitivity_line(res, "by_source", "one unit per source")
+    assert "one unit per source (4 units)" in line and "prediction interval" in line

@@ -103,7 +103,7 @@ def _sensitivity_line(res: dict, key: str, what: str) -> str:
     s = res[key]
     q = _question(res["method"], res["against"])
     k = s["datasets"]
-    if s["verdict"] == "too few":
+    if s.get("verdict") == "too few":
         return f"- {q}, {what}: {k} unit{'' if k == 1 else 's'}, too few for an interval."
     return (
         f"- {q}, {what} ({k} units): {s['estimate']:+.4f} [{s['low']:+.4f}, {s['high']:+.4f}], "
