@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ncip.core.errors import InputError
 from ncip.study.data import dataset_source
 from ncip.study.evaluation import display
 from ncip.study.report.collapse import TERMINAL_ACCURACY, terminal_subjects
@@ -71,7 +72,7 @@ def dataset_effects(
 def _source(dataset: str) -> str:
     try:
         return dataset_source(dataset)
-    except Exception:  # an external subject's free name: its own source
+    except InputError:  # an external subject's free name: its own source
         return dataset
 
 
