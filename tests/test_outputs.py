@@ -162,6 +162,32 @@ def test_probabilities_are_not_taken_for_logits(runs, ckpt, plain, probs, data):
 
 
 @pytest.mark.parametrize(
+    "ckpt, model, data", [("binary", "Binary", "testb.npz"), ("multi", "Plain", "test.npz")]
+)
+def test_logits_that_fall_in_0_1_are_not_taken_for_probabilities(runs, ckpt, model, data):
+    """Issue 47's red team: a head whose logits all lie in [0, 1] on the probe (one logit near
+    0.5) was ranked as probabilities (sigmoid skipped), and a 10-class one was refused as
+    'truncated probabilities'. Outputs equal to the head's own output are logits."""
+    d = runs
+    squashed = d / f"{ckpt}-squashed"
+    squashed.mkdir(exist_ok=True)
+    for f in sorted((d / ckpt).glob("epoch_*.pt")):
+        state = torch.load(f, weights_only=True)
+        state["net.2.weight"] = state["net.2.weight"] * 0.001
+        state["net.2.bias"] = torch.full_like(state["net.2.bias"], 0.05) + torch.linspace(
+            0, 0.01, state["net.2.bias"].numel()
+        )
+        torch.save(state, squashed / f.name)
+    r = rank(d, squashed.name, model, data, f"sq-{ckpt}.csv")
+    assert r.exit_code == 0, r.output
+    assert "ranked as logits; pass --outputs probs" in " ".join(r.output.split())
+    assert json.loads((d / f"sq-{ckpt}.selection.json").read_text())["outputs"]["kind"] == "logits"
+    told = rank(d, squashed.name, model, data, f"sq-{ckpt}-told.csv", "--outputs", "logits")
+    assert told.exit_code == 0, told.output
+    assert (d / f"sq-{ckpt}.csv").read_bytes() == (d / f"sq-{ckpt}-told.csv").read_bytes()
+
+
+@pytest.mark.parametrize(
     "model, expected",
     [
         ("TwoWide", "several tensors as wide as its head 'net.2'"),

@@ -3,6 +3,8 @@ word. Each now ends in one line naming the problem and the fix, exit code 2, not
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -567,3 +569,47 @@ def test_no_checkpoints_never_points_at_an_empty_place(run, tmp_path):
     assert r.exit_code == 2, r.output
     said = " ".join(r.output.split())
     assert "holds no model checkpoints" in said and "further down" not in said
+
+
+def prune(d, *extra):
+    return runner.invoke(
+        app, ["prune", str(d / "ck"), "--model", f"{d / 'mlp.py'}:build", "--k", "2", *extra]
+    )
+
+
+def test_prune_in_a_folder_it_cannot_write_deletes_nothing_and_says_so(run, monkeypatch):
+    """Issue 47's red team ('unclear'): a read-only checkpoint folder. Root writes anywhere, so
+    the folder's permission is what os.access reports here."""
+    import ncip.tool.prune as pr
+
+    before = {p.name: p.read_bytes() for p in (run / "ck").iterdir()}
+    real = pr._writable
+    monkeypatch.setattr(pr, "_writable", lambda p: Path(p) != run / "ck" and real(p))
+    r = prune(run, "--yes")
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    said = " ".join(r.output.split())
+    assert f"cannot delete in {run / 'ck'}" in said and "nothing was deleted" in said
+    assert {p.name: p.read_bytes() for p in (run / "ck").iterdir()} == before
+
+
+def test_prune_stopped_by_a_file_it_cannot_delete_says_how_to_finish(run, monkeypatch):
+    real = Path.unlink
+    calls = []
+
+    def unlink(self, missing_ok=False):
+        calls.append(self.name)
+        if len(calls) == 2:
+            raise PermissionError(13, "Permission denied")
+        return real(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", unlink)
+    r = prune(run, "--yes")
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    said = " ".join(r.output.split())
+    assert f"cannot delete {run / 'ck' / calls[1]} (Permission denied)" in said
+    assert "run the same command again to finish it" in said
+    assert (run / "ck" / "ncip-prune.json").is_file() and (run / "ck" / calls[1]).is_file()
+    monkeypatch.setattr(Path, "unlink", real)
+    r = prune(run, "--yes")
+    assert r.exit_code == 0, r.output
+    assert len(list((run / "ck").glob("*.safetensors"))) == 2

@@ -236,6 +236,8 @@ def test_a_plain_pytorch_language_model_ranks_with_its_tokenizer(lm_run, tmp_pat
         ("bad-suffix", "give a .jsonl"),
         ("failure", "--failure is 'median' or a BLEU-2"),
         ("empty", "encodes to no tokens"),
+        ("past-positions", "more than the model's 64 positions; give --max-length at most 48"),
+        ("failure-no-references", "--failure 0.2 judges continuations against references"),
     ],
 )
 def test_bad_prompts_end_in_one_line_and_keep_the_outputs(lm_run, tmp_path, case, expected):
@@ -264,6 +266,12 @@ def test_bad_prompts_end_in_one_line_and_keep_the_outputs(lm_run, tmp_path, case
         extra = ["--failure", "low"]
     elif case == "empty":
         prompts.write_text(json.dumps({"prompt": "", "reference": "a"}) + "\n")
+    elif case == "failure-no-references":  # ignored without a word before
+        prompts.write_text(json.dumps({"prompt": rows[0]["prompt"]}) + "\n")
+        extra = ["--failure", "0.2"]
+    elif case == "past-positions":  # a traceback from the position table before
+        prompts.write_text(json.dumps(rows[0]) + "\n")
+        extra = ["--max-length", 60]
     r = cli(d / "hf", "--prompts", prompts, "--out", out, "--k", 2, "--quiet", *extra)
     assert r.exit_code == 2, r.output
     assert expected in " ".join(r.output.split()) and "Traceback" not in r.output
@@ -296,3 +304,33 @@ def test_a_language_model_given_inputs_is_told_to_use_prompts(lm_run, tmp_path):
     r = cli(d / "hf", "--inputs", tmp_path / "ids.npy", "--out", tmp_path / "r.csv", "--k", 2)
     assert r.exit_code == 2 and not (tmp_path / "r.csv").exists(), r.output
     assert "rank them with --prompts" in " ".join(r.output.split())
+
+
+def test_a_bert_checkpoint_among_gpt2_ones_is_named(lm_run, tmp_path):
+    """Issue 47's red team ('unclear'): a BERT checkpoint as the last of GPT-2 ones made every
+    good GPT-2 file the one blamed. The config.json files are compared first."""
+    import shutil
+
+    import transformers
+
+    d, rows = lm_run
+    hf = tmp_path / "hf"
+    shutil.copytree(d / "hf", hf)
+    last = sorted(hf.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))[-1]
+    cfg = transformers.BertConfig(
+        vocab_size=400,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
+    transformers.BertForMaskedLM(cfg).save_pretrained(last)
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps(rows[0]) + "\n")
+    r = cli(hf, "--prompts", prompts, "--out", tmp_path / "r.csv", "--k", 2, "--quiet")
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    said = " ".join(r.output.split())
+    assert "config.json files name different models" in said, said
+    assert f"1 name BertForMaskedLM ({last.name})" in said and "name GPT2LMHeadModel" in said
+    assert not (tmp_path / "r.csv").exists()

@@ -441,3 +441,30 @@ def test_a_classifier_given_prompts_is_told_to_use_inputs(trainer_run, tmp_path)
     r = cli(d / "hf", "--prompts", tmp_path / "p.jsonl", "--out", tmp_path / "r.csv", "--k", 2)
     assert r.exit_code == 2 and not (tmp_path / "r.csv").exists(), r.output
     assert "rank them with --inputs" in " ".join(r.output.split())
+
+
+def test_a_tokenizer_pattern_that_backtracks_without_bound_is_one_line(
+    trainer_run, tmp_path, capfd
+):
+    """Issue 47's red team ('unclear'): a pathological pre-tokenizer regex made the Rust library
+    panic (Oniguruma's retry limit) with a Rust backtrace and a Python traceback."""
+    import json
+
+    d, _ = trainer_run
+    spec = json.loads(next((d / "hf").glob("checkpoint-*/tokenizer.json")).read_text())
+    spec["pre_tokenizer"] = {
+        "type": "Split",
+        "pattern": {"Regex": "(a+)+$"},
+        "behavior": "Isolated",
+        "invert": False,
+    }
+    (tmp_path / "tok.json").write_text(json.dumps(spec))
+    pd.DataFrame({"text": ["a" * 40 + "b", "a short text"]}).to_csv(tmp_path / "t.csv", index=False)
+    out = tmp_path / "r.csv"
+    capfd.readouterr()
+    r = cli(d / "hf", "--inputs", tmp_path / "t.csv", "--tokenizer", tmp_path / "tok.json",
+            "--out", out, "--k", 2, "--quiet")  # fmt: skip
+    said = capfd.readouterr()
+    assert r.exit_code == 2, r.output
+    assert "one of its patterns cannot handle them" in " ".join(r.output.split())
+    assert "panicked" not in said.err and "Traceback" not in r.output and not out.exists()

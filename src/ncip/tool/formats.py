@@ -505,6 +505,7 @@ def check_consistent(cs: CheckpointSet) -> None:
     on the training run and model class they record (two writers' runs in one folder)."""
     items = [(c.path, c.meta) for c in cs if c.meta is not None]
     check_metas(items)
+    _check_architectures(cs)
     for key in RUN_META:
         values = {p: getattr(m, key) for p, m in items if getattr(m, key) is not None}
         if len(set(values.values())) < 2:
@@ -520,3 +521,32 @@ def check_consistent(cs: CheckpointSet) -> None:
             f"{cs.final.path.parent}: the folder mixes checkpoints of different training runs "
             f"({said}); keep one run's checkpoints in it"
         )
+
+
+def _check_architectures(cs: CheckpointSet) -> None:
+    """Refuse Hugging Face checkpoint folders whose config.json names different models (a BERT
+    folder among GPT-2 ones): the model is built from the final one's config, and loading the
+    others would blame good files. A config that cannot be read is left to the loader."""
+    groups: dict[str, list[str]] = {}
+    for c in cs:
+        cfg = c.path / "config.json" if c.fmt == "hf" else None
+        try:
+            d = json.loads(cfg.read_text()) if cfg is not None and cfg.is_file() else None
+        except (OSError, ValueError):
+            continue
+        if not isinstance(d, dict):
+            continue
+        archs = d.get("architectures")
+        name = archs[0] if isinstance(archs, list) and archs else d.get("model_type")
+        if isinstance(name, str):
+            groups.setdefault(name, []).append(c.name)
+    if len(groups) < 2:
+        return
+    said = "; ".join(
+        f"{len(n)} name {a} ({n[0]}{' ... ' + n[-1] if len(n) > 1 else ''})"
+        for a, n in sorted(groups.items(), key=lambda kv: -len(kv[1]))
+    )
+    raise CheckpointError(
+        f"{cs.final.path.parent}: the checkpoints' config.json files name different models "
+        f"({said}); keep one model's checkpoints in the folder"
+    )

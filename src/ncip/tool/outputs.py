@@ -8,7 +8,9 @@ silently wrong):
 - **logits or probabilities** (a model ending in ``softmax`` or ``sigmoid``): by the values of
   the probe batch, with the rule :func:`ncip.tool.ranking.decide_kind` applies to predictions
   (every row in [0, 1] summing to 1, or one column in [0, 1]), or as ``outputs`` says
-  (``--outputs logits|probs``). Probabilities are not softmaxed again.
+  (``--outputs logits|probs``). Outputs equal to the head layer's own output on that batch
+  (caught by a forward hook) pass through no softmax or sigmoid: logits, whatever their range.
+  Probabilities are not softmaxed again.
 
 The chosen tensor is selected by a forward hook on the model (its state dict is untouched), so
 every inference path of :class:`ncip.core.engine.Engine` sees it.
@@ -95,9 +97,17 @@ def select(out: Any, element: int | str | None) -> Any:
 
 
 def plan_outputs(
-    out: Any, head: str, rows: int, given: str = "auto", source: str = "the model"
+    out: Any,
+    head: str,
+    rows: int,
+    given: str = "auto",
+    source: str = "the model",
+    head_out: torch.Tensor | None = None,
 ) -> OutputPlan:
-    """Decide from the model's output on the probe batch (see the module docstring)."""
+    """Decide from the model's output on the probe batch (see the module docstring).
+    ``head_out``, the head layer's own output on that batch: outputs equal to it pass through
+    no softmax or sigmoid, so they are logits whatever their range (a one-logit model whose
+    logits all fall in [0, 1] is not taken for probabilities)."""
     if given not in OUTPUTS:
         raise InputError(f"--outputs must be one of {', '.join(OUTPUTS)}, got {given!r}")
     element, notes = choose_element(out, head, rows)
@@ -110,6 +120,15 @@ def plan_outputs(
             "scores [batch, C] (C = 1: one logit of a binary classifier)"
         )
     finite = z[np.isfinite(z).all(axis=1)]  # non-finite outputs: the checkpoint is named later
+    if given == "auto" and _is_head_output(z, head_out):
+        kind = "logits"
+        if len(finite) and finite.min() >= 0 and finite.max() <= 1:
+            notes.append(
+                f"the model's outputs lie in [0, 1] but are its head {head!r}'s own, with no "
+                "softmax or sigmoid after it: ranked as logits; pass --outputs probs if they "
+                "are probabilities"
+            )
+        return OutputPlan(element, kind, int(z.shape[1]), notes)
     try:
         kind, why = decide_kind([finite], given) if len(finite) else ("logits", "")
     except InputError as e:
@@ -122,6 +141,13 @@ def plan_outputs(
     if kind == "probs" and given == "probs" and (z.min() < 0 or z.max() > 1):
         raise InputError("--outputs probs, but the model's outputs lie outside [0, 1]")
     return OutputPlan(element, kind, int(z.shape[1]), notes)
+
+
+def _is_head_output(z: np.ndarray, head_out: torch.Tensor | None) -> bool:
+    if head_out is None:
+        return False
+    h = head_out.detach().float().cpu().numpy()
+    return h.shape == z.shape and bool(np.array_equal(h, z, equal_nan=True))
 
 
 def install(model: torch.nn.Module, plan: OutputPlan):

@@ -18,6 +18,7 @@ what it says there.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -234,11 +235,38 @@ def _resume(
     return PrunePlan(folder, keep, delete, {c.path: _size(c.path) for c in keep + delete}, record)
 
 
+def _writable(folder: Path) -> bool:
+    """Whether this user may create and delete files in ``folder``."""
+    return os.access(folder, os.W_OK | os.X_OK)
+
+
 def apply_prune(p: PrunePlan) -> None:
     """Write the record, then delete. A crash part-way leaves the record and some files: ranking
     uses the recorded ones, and the leftovers can be deleted by hand or by pruning again."""
-    write_json(p.folder / RECORD, {**p.record, "bytes_freed": p.bytes_freed})
+    files = [f for c in p.delete for f in weight_files(c.path)]
+    locked = sorted({str(f.parent) for f in files if not _writable(f.parent)} - {str(p.folder)})
+    if not _writable(p.folder):
+        locked.insert(0, str(p.folder))
+    if locked:
+        raise PruneError(
+            f"cannot delete in {locked[0]}"
+            + (f" and {len(locked) - 1} more folder(s)" if len(locked) > 1 else "")
+            + ": not writable by this user; nothing was deleted (make the folders writable, or "
+            "prune as their owner)"
+        )
+    try:
+        write_json(p.folder / RECORD, {**p.record, "bytes_freed": p.bytes_freed})
+    except OSError as e:
+        raise PruneError(
+            f"cannot write {p.folder / RECORD} ({e.strerror or e}); nothing was deleted"
+        ) from None
     follow_umask([p.folder / RECORD])
-    for c in p.delete:
-        for f in weight_files(c.path):
+    for f in files:
+        try:
             f.unlink(missing_ok=True)
+        except OSError as e:
+            raise PruneError(
+                f"cannot delete {f} ({e.strerror or e}): the prune stopped part-way; "
+                f"{p.folder / RECORD} holds the selection: fix that and run the same command "
+                "again to finish it"
+            ) from None

@@ -636,8 +636,14 @@ def _classes(
     """The model's class count (a one-logit model: 2, ranked as ``[1 - p, p]``) and what its
     outputs are (:mod:`ncip.tool.outputs`), with the head found again when the recorded one
     has another row count."""
-    raw = probe_output(lm.model, pre, inp, dev, lm.meta, min(len(inp), PROBE))
-    out_plan = plan_outputs(raw, lm.head, lm.num_classes, outputs)
+    seen: list = []  # the head's own output on the probe: outputs equal to it are logits
+    hook = lm.model.get_submodule(lm.head).register_forward_hook(lambda _m, _i, o: seen.append(o))
+    try:
+        raw = probe_output(lm.model, pre, inp, dev, lm.meta, min(len(inp), PROBE))
+    finally:
+        hook.remove()
+    head_out = seen[-1] if seen and isinstance(seen[-1], torch.Tensor) else None
+    out_plan = plan_outputs(raw, lm.head, lm.num_classes, outputs, head_out=head_out)
     classes = out_plan.width
     if classes != lm.num_classes:
         if head:

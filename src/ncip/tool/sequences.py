@@ -42,6 +42,7 @@ from ncip.tool.output import Ranking
 from ncip.tool.rank import _bad, _check_args, _checkpoints, _plan, head_sigma
 from ncip.tool.ranking import selection_record
 from ncip.tool.texts import (
+    encode_with,
     find_tokenizer,
     json_rows,
     load_tokenizer,
@@ -136,7 +137,7 @@ def encode_prompts(p: Prompts, tokenizer_path: Path, limit: int | None) -> list[
     tok = load_tokenizer(tokenizer_path)
     tok.no_padding()
     tok.no_truncation()
-    ids = [e.ids for e in tok.encode_batch(p.texts)]
+    ids = [e.ids for e in encode_with(tok, p.texts, tokenizer_path)]
     for i, t in enumerate(ids):
         if not t:
             raise InputError(f"{p.source}: prompt {p.ids[i]!r} encodes to no tokens; drop it")
@@ -199,6 +200,13 @@ def prepare_run(
     limit = max_prompt_tokens or (positions - new_tokens if positions else None)
     if limit is not None and limit < 1:
         raise InputError(f"{new_tokens} new tokens leave no room for a prompt in {positions}")
+    if positions and limit + new_tokens > positions:  # past them the position table has no row
+        raise InputError(
+            f"prompts of up to {limit} tokens (--max-length, max_prompt_tokens) and "
+            f"{new_tokens} new tokens (--new-tokens) are more than the model's {positions} "
+            "positions; give --max-length "
+            f"at most {positions - new_tokens}, or fewer --new-tokens"
+        )
     tok_path = find_tokenizer(cs.final.path, tokenizer)
     ids = encode_prompts(p, tok_path, limit)
     note(f"model: {lm.description}; head {lm.head_key!r} ({lm.num_classes} tokens)")
@@ -298,6 +306,12 @@ def rank_sequences(
         final=final,
     )
     cs, p = run.cs, run.prompts
+    if failure != "median" and p.references is None:
+        raise InputError(
+            f"--failure {failure} judges continuations against references, and {p.source} has "
+            "none: give each prompt a 'reference' (the text that should follow), or drop "
+            "--failure"
+        )
     sel = _plan(run.sigma, len(run.usable), k, alpha, False, run.pruned, note)
     selected = [cs[run.usable[i]] for i in sel.chosen]
     stats, cont = sequence_stats(

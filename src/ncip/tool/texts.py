@@ -20,8 +20,12 @@ positions, so padding changes nothing (without it, padded positions counted).
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
+import os
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +153,47 @@ def find_tokenizer(final: Path, given: str | Path | None) -> Path:
     )
 
 
+@contextlib.contextmanager
+def _stderr_held():
+    """Hold what is written to file descriptor 2 (where a Rust panic prints its message) while
+    the block runs; give it back unless the block raised."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        except BaseException:
+            os.dup2(saved, 2)
+            raise
+        else:
+            os.dup2(saved, 2)
+            held.seek(0)
+            if said := held.read():
+                sys.stderr.flush()
+                os.write(2, said)
+        finally:
+            os.close(saved)
+
+
+def encode_with(tok, texts: list[str], path: Path):
+    """``tok.encode_batch(texts)``; a panic inside the tokenizer (a pre-tokenizer pattern that
+    backtracks without bound stops at Oniguruma's retry limit, and the Rust library panics)
+    becomes one line, its Rust message kept off the terminal."""
+    try:
+        with _stderr_held():
+            return tok.encode_batch(texts)
+    except BaseException as e:  # noqa: BLE001  (pyo3's PanicException derives from BaseException)
+        if type(e).__name__ != "PanicException":
+            raise
+        first = str(e).strip().splitlines()[0][:120] if str(e).strip() else "a panic"
+        raise InputError(
+            f"{path} failed while encoding the texts ({first}): one of its patterns cannot "
+            "handle them (a regex that backtracks without bound); fix that pattern in the "
+            "tokenizer, or give another with --tokenizer"
+        ) from None
+
+
 def load_tokenizer(path: Path):
     try:
         from tokenizers import Tokenizer
@@ -206,7 +251,7 @@ def encode_texts(
     if max_length is not None and fixed is not None and fixed != max_length:
         fixed = max_length
     tok.enable_padding(pad_id=pad_id, pad_token=pad_token, length=fixed)
-    encoded = tok.encode_batch(texts)
+    encoded = encode_with(tok, texts, tokenizer)
     x = np.asarray([e.ids for e in encoded], dtype=np.int64)
     cut = sum(len(e.overflowing) > 0 for e in encoded)
     how = (
