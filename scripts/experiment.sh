@@ -42,6 +42,10 @@ mkdir -p "metrics/$name" "plots/$name"
 for f in per_ordering.csv paired.csv primary.csv chooser.csv tables.md report.md significance.json; do
   if git cat-file -e "$ref:metrics/$f" 2>/dev/null; then git show "$ref:metrics/$f" > "metrics/$name/$f"; fi
 done
+# the language-model study's per-prompt data and full results (metrics/lm/<model>-*)
+git ls-tree -r --name-only "$ref" -- metrics/lm | grep -E -- '-(prompts\.csv|results\.json)$' | while read -r f; do
+  git show "$ref:$f" > "metrics/$name/$(basename "$f")"
+done || true
 if [ -f "metrics/$name/report.md" ]; then  # its links, from metrics/NAME/ to plots/NAME/
   sed -i "s#](\.\./plots/#](../../plots/$name/#g" "metrics/$name/report.md"
 fi

@@ -1,5 +1,5 @@
-"""lm-evaluate: RAUC per method and seed, paired intervals and the tables of the language-model
-study (ncip.study.lm.evaluation)."""
+"""lm-evaluate: RAUC and PRR per method and seed, paired intervals, the repetition test, the
+tables and every seed's per-prompt data of the language-model study (ncip.study.lm.evaluation)."""
 
 import json
 from pathlib import Path
@@ -8,8 +8,8 @@ import pandas as pd
 import typer
 import yaml
 
-from ncip.core.io import write_json, write_text
-from ncip.study.lm.evaluation import evaluate, markdown, metrics_summary
+from ncip.core.io import write_csv, write_json, write_text
+from ncip.study.lm.evaluation import evaluate, markdown, metrics_summary, prompt_table
 from ncip.study.stage import check_outputs, stage_main
 
 app = typer.Typer(add_completion=False)
@@ -28,8 +28,9 @@ def main(
     out: Path = typer.Option(..., help="all results (JSON)"),
     metrics_out: Path = typer.Option(..., help="mean RAUC-ALL per method (JSON, DVC metrics)"),
     md_out: Path = typer.Option(..., help="the tables (Markdown)"),
+    prompts_out: Path = typer.Option(..., help="every seed's per-prompt data (CSV)"),
 ) -> None:
-    check_outputs(out, metrics_out, md_out)
+    check_outputs(out, metrics_out, md_out, prompts_out)
     lm = yaml.safe_load(params.read_text())["lm"]
     ids = [int(r) for r in lm["runs"]]
     tables = {r: pd.read_parquet(scores / f"run-{r}.parquet") for r in ids}
@@ -46,6 +47,8 @@ def main(
     write_json(out, result | {"info": info})
     write_json(metrics_out, metrics_summary(result))
     write_text(md_out, markdown(result, info, model, selections))
+    prompts = pd.read_json(data / "prompts.jsonl", lines=True, dtype=False)
+    write_csv(prompts_out, prompt_table(tables, prompts))
 
 
 if __name__ == "__main__":

@@ -57,7 +57,13 @@ def test_the_language_model_study_runs_as_its_own_experiment(tmp_path):
     md = (d / "metrics" / "lm" / "tiny-gpt2.md").read_text()
     assert "(primary, fixed before any ranking)" in md and "Random (expected)" in md
     m = json.loads((d / "metrics" / "lm" / "tiny-gpt2.json").read_text())
-    assert m["median"]["failure_rate"] >= 0.5 and set(m) == {"median", "0.1"}
+    assert m["median"]["failure_rate"] >= 0.5 and set(m) == {"median", "0.1", "prr"}
+    assert "Prediction-rejection ratio" in md and "Are the confident continuations" in md
+    per_prompt = pd.read_csv(d / "metrics" / "lm" / "tiny-gpt2-prompts.csv")
+    assert len(per_prompt) == 80 and sorted(set(per_prompt["run"])) == [0, 1]
+    assert {"prompt", "reference", "continuation", "bleu2", "distinct2", "fails_median"} <= set(
+        per_prompt
+    )
     shown = run_ok(dvc + ["metrics", "show"], d, env)
     assert "metrics/lm/tiny-gpt2.json" in shown
     # `ncip rank --prompts` on the study's own Trainer run, as a user would

@@ -13,14 +13,28 @@ test-prompt median, the primary rule; a fixed 0.1, the sensitivity row): each se
 model writes its own continuations, so each seed has its own failures and failure rate. Random
 order's expected RAUC (:func:`ncip.core.metrics.expected_random_rauc`) is given beside the
 methods: with a failure rate f, RAUC-ALL of a random order is about 1 / (2 - f).
+
+Two further readings of the same per-prompt data (issue 49):
+
+- **Prediction-rejection ratio** (PRR, the measure of LM-Polygraph's benchmark, against the
+  continuous BLEU-2 rather than a split): reject prompts in a method's order (most suspicious
+  first) and follow the mean BLEU-2 of those kept; PRR is the area between that curve and
+  random rejection's (a flat line at the mean), over the area between the oracle's (lowest
+  BLEU-2 first) and random's, every rejection rate from 0 to 1 weighted alike: 1 is the
+  oracle, 0 random order, below 0 worse than random. :func:`prr`.
+- **Repetition**: distinct-2 of each continuation (distinct word bigrams over its bigrams,
+  words as BLEU-2 reads them) tests the explanation that confident continuations fail because
+  they are repetitive: it holds where, in every seed, distinct-2 rises with the final model's
+  token entropy and with BLEU-2 (Spearman, p < 0.05). :func:`repetition`.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from ncip.core.metrics import expected_random_rauc, order_from_scores, rauc
-from ncip.core.sequences import failures
+from ncip.core.sequences import _words, failures
 from ncip.study.lm.models import CONTROLS, FAILURE_RULES, PRIMARY_RULE
 from ncip.study.statistics import paired_bootstrap, t_interval
 
@@ -47,10 +61,123 @@ def _budget(n) -> str:
     return "all" if n is None else str(n)
 
 
+def distinct2(texts) -> np.ndarray:
+    """Each text's distinct word bigrams over its bigrams (words as BLEU-2 reads them); NaN
+    for a text of fewer than two words."""
+    out = np.full(len(texts), np.nan)
+    for i, t in enumerate(texts):
+        w = _words(t)
+        pairs = list(zip(w, w[1:], strict=False))
+        if pairs:
+            out[i] = len(set(pairs)) / len(pairs)
+    return out
+
+
+def prr(scores: np.ndarray, quality: np.ndarray, seed: int = 0) -> float:
+    """The prediction-rejection ratio of an order (see the module docstring): rejection in
+    ``order_from_scores(scores, seed)``, quality higher = better. NaN when every quality is
+    equal (no oracle gain to compare against)."""
+    q = np.asarray(quality, dtype=np.float64)
+    n = len(q)
+
+    def area(order: np.ndarray) -> float:
+        kept = q[order][::-1]  # the last rejected first: kept[:m] is what remains of m
+        return float(np.mean(np.cumsum(kept) / np.arange(1, n + 1)))
+
+    rnd = float(q.mean())
+    oracle = area(np.argsort(q, kind="stable"))
+    if not oracle - rnd > 1e-12:
+        return float("nan")
+    return (area(order_from_scores(scores, seed)) - rnd) / (oracle - rnd)
+
+
+def _spearman(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    from scipy.stats import spearmanr
+
+    ok = np.isfinite(a) & np.isfinite(b)
+    r = spearmanr(a[ok], b[ok])
+    return float(r.statistic), float(r.pvalue)
+
+
+def repetition(tables: dict[int, pd.DataFrame]) -> dict:
+    """Per seed: Spearman's rho (and p) of distinct-2 with the final model's mean token entropy
+    and with BLEU-2, mean distinct-2 of the failures and of the rest (primary rule); and
+    whether the repetition explanation holds (module docstring)."""
+    per_run = []
+    for run, t in sorted(tables.items()):
+        d2 = distinct2(t["continuation"].tolist())
+        fail, _ = failures(t["bleu2"].to_numpy(), PRIMARY_RULE)
+        r_ent, p_ent = _spearman(d2, t["entropy"].to_numpy())
+        r_bleu, p_bleu = _spearman(d2, t["bleu2"].to_numpy())
+        per_run.append(
+            {
+                "run": run,
+                "rho_entropy": r_ent,
+                "p_entropy": p_ent,
+                "rho_bleu2": r_bleu,
+                "p_bleu2": p_bleu,
+                "distinct2_failures": float(np.nanmean(d2[fail])),
+                "distinct2_rest": float(np.nanmean(d2[~fail])),
+            }
+        )
+    holds = all(
+        r["rho_entropy"] > 0
+        and r["p_entropy"] < 0.05
+        and r["rho_bleu2"] > 0
+        and r["p_bleu2"] < 0.05
+        for r in per_run
+    )
+    return {"per_run": per_run, "holds": holds}
+
+
+def _prr_table(tables: dict[int, pd.DataFrame], seed: int) -> dict:
+    """PRR against BLEU-2 per method and seed, the mean with its t-interval over seeds, and
+    NCIP minus each method (t over seeds)."""
+    runs = sorted(tables)
+    per = {}
+    for m in NAMES:
+        per[m] = [prr(tables[r][m].to_numpy(), tables[r]["bleu2"].to_numpy(), seed) for r in runs]
+    out = {}
+    for m, v in per.items():
+        lo, hi = t_interval(np.asarray(v))
+        d = np.asarray(per["ncip"]) - np.asarray(v)
+        dlo, dhi = t_interval(d) if m != "ncip" else (float("nan"), float("nan"))
+        out[m] = {
+            "per_run": v,
+            "mean": float(np.mean(v)),
+            "t_lo": lo,
+            "t_hi": hi,
+            "ncip_minus": float(d.mean()) if m != "ncip" else None,
+            "diff_t_lo": dlo,
+            "diff_t_hi": dhi,
+        }
+    return out
+
+
+def prompt_table(tables: dict[int, pd.DataFrame], prompts: pd.DataFrame) -> pd.DataFrame:
+    """Every seed's per-prompt data in one table (metrics/lm/<model>-prompts.csv): the prompt,
+    its reference, the seed's continuation, BLEU-2, distinct-2, failure under each rule and every
+    method's score, so anyone can recompute the tables."""
+    ref = prompts.assign(id=prompts["id"].astype(str))[["id", "prompt", "reference"]]
+    frames = []
+    for run, t in sorted(tables.items()):
+        f = t.merge(ref, on="id", how="left", validate="one_to_one")
+        f.insert(0, "run", run)
+        f["distinct2"] = distinct2(f["continuation"].tolist())
+        for rule in FAILURE_RULES:
+            f[f"fails_{_rule_name(rule)}"], _ = failures(f["bleu2"].to_numpy(), rule)
+        frames.append(f)
+    cols = ["run", "id", "prompt", "reference", "continuation", "bleu2", "distinct2"]
+    df = pd.concat(frames, ignore_index=True)
+    return df[cols + [c for c in df.columns if c not in cols]]
+
+
 def evaluate(tables: dict[int, pd.DataFrame], seed: int = 0) -> dict:
     """``tables[run]``: lm-score's table of each seed. Returns the metrics (JSON-able)."""
     runs = sorted(tables)
     out: dict = {"runs": runs, "prompts": int(len(tables[runs[0]])), "rules": {}}
+    out["prr"] = _prr_table(tables, seed)
+    out["repetition"] = repetition(tables)
     for rule in FAILURE_RULES:
         per_run, orders = [], []
         for run in runs:
@@ -106,6 +233,7 @@ def metrics_summary(result: dict) -> dict:
         out[rule] = {"failure_rate": m["failure_rate"], "random": m["random:all"]} | {
             k: m[f"{k}:all"] for k in NAMES
         }
+    out["prr"] = {k: v["mean"] for k, v in result["prr"].items()}
     return out
 
 
@@ -158,8 +286,75 @@ def markdown(result: dict, info: dict, model: str, selections: dict[int, dict]) 
         L.append("")
         L.append(_sentence(r, rule))
         L.append("")
+    L += _prr_lines(result["prr"], len(runs))
+    L += _repetition_lines(result["repetition"])
     L += _selection_lines(selections)
     return "\n".join(L)
+
+
+def _prr_lines(table: dict, runs: int) -> list[str]:
+    L = [
+        "#### Prediction-rejection ratio against BLEU-2 (LM-Polygraph's measure)",
+        "",
+        "Each order rejects the prompts it ranks first; PRR compares the mean BLEU-2 of what "
+        "is kept with random rejection (0) and the oracle's (1), over every rejection rate; "
+        f"no failure threshold. Mean over {runs} seeds with the t-interval over seeds.",
+        "",
+        "| method | PRR [t over seeds] | NCIP - method [t over seeds] |",
+        "|---|---|---|",
+    ]
+    for key, name in NAMES.items():
+        v = table[key]
+        diff = (
+            f"{v['ncip_minus']:+.4f} [{v['diff_t_lo']:+.4f}, {v['diff_t_hi']:+.4f}]"
+            if v["ncip_minus"] is not None
+            else ""
+        )
+        L.append(f"| {name} | {v['mean']:+.4f} [{v['t_lo']:+.4f}, {v['t_hi']:+.4f}] | {diff} |")
+    best = max(NAMES, key=lambda k: table[k]["mean"])
+    above = [NAMES[k] for k in NAMES if table[k]["t_lo"] > 0]
+    below = [NAMES[k] for k in NAMES if table[k]["t_hi"] < 0]
+    L += [
+        "",
+        f"Highest PRR: {NAMES[best]} ({table[best]['mean']:+.4f}). Above random rejection "
+        f"beyond the interval: {', '.join(above) or 'none'}; below it: "
+        f"{', '.join(below) or 'none'}.",
+        "",
+    ]
+    return L
+
+
+def _repetition_lines(rep: dict) -> list[str]:
+    L = [
+        "#### Are the confident continuations the repetitive ones?",
+        "",
+        "Distinct-2 of each continuation (distinct word bigrams over its bigrams) against the "
+        "final model's mean token entropy and against BLEU-2 (Spearman), and its mean over the "
+        "failures (primary rule) and over the rest:",
+        "",
+        "| seed | rho(distinct-2, entropy) | rho(distinct-2, BLEU-2) | distinct-2, failures | "
+        "distinct-2, rest |",
+        "|---|---|---|---|---|",
+    ]
+    for r in rep["per_run"]:
+        L.append(
+            f"| {r['run']} | {r['rho_entropy']:+.3f} (p {r['p_entropy']:.2g}) | "
+            f"{r['rho_bleu2']:+.3f} (p {r['p_bleu2']:.2g}) | {r['distinct2_failures']:.3f} | "
+            f"{r['distinct2_rest']:.3f} |"
+        )
+    L += [
+        "",
+        (
+            "The explanation holds on these data: in every seed the more repetitive "
+            "continuations are the more confident ones and the ones with lower BLEU-2."
+            if rep["holds"]
+            else "The explanation is not supported on these data: in at least one seed "
+            "distinct-2 does not rise with both the model's entropy and BLEU-2 (p < 0.05), "
+            "so why the confidence scores rank below random order stays open."
+        ),
+        "",
+    ]
+    return L
 
 
 def _sentence(r: dict, rule: str) -> str:
