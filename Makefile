@@ -34,7 +34,7 @@ sweep:  ## sensitivity to alpha and K as queued DVC experiments (after `make rep
 	bash scripts/setup.sh
 	bash scripts/sweep.sh
 
-extended:  ## the extended CPU study (20 subjects, 13 data sets, the primary comparison) as one DVC experiment
+extended:  ## the extended CPU study (36 data sets from 34 sources, the two pre-registered questions, the chooser) as one DVC experiment
 	bash scripts/setup.sh
 	bash scripts/experiment.sh extended
 
@@ -46,7 +46,7 @@ text:  ## the text study (WordNet glosses, fortunes; TextCNN and Transformer) as
 	bash scripts/setup.sh
 	bash scripts/experiment.sh text
 
-lm:  ## the language-model study (GPT-2 from a config, Python docs; paper Fig. 4b) as one DVC experiment
+lm:  ## the language-model study (GPT-2 from a config, Python docs; paper Fig. 4b; RAUC and PRR, per-prompt data) as one DVC experiment
 	bash scripts/setup.sh
 	bash scripts/experiment.sh lm
 

@@ -7,6 +7,13 @@ committed page differs from what this renders (tests/test_docs_render.py).
 - ``findings`` (README.md): what the study finds, from the committed metrics: the extended
   study's two co-primary answers (metrics/extended.json), the holdout chooser's regret there,
   and the default run's clean RAUC-ALL of label-free AUM, NCIP and Entropy (metrics/clean.json).
+- ``default`` (docs/results.md): the committed default run per subject (metrics/accuracy.json,
+  clean.json, adversarial.json) and its stage-seconds (metrics/cost.json).
+- ``extended`` (docs/results.md): the extended study's answers with every pre-registered
+  sensitivity analysis and the chooser's regret at each holdout size (metrics/extended.json).
+- ``lm`` (docs/study.md): the language-model study (metrics/lm/tiny-gpt2-results.json).
+- ``cost`` (docs/performance.md): the committed default run's seconds per stage, as each stage
+  measured itself (metrics/cost.json).
 """
 
 from __future__ import annotations
@@ -102,9 +109,192 @@ def render_findings(metrics: Path = ROOT / "metrics") -> str:
     return "\n".join(parts)
 
 
+def _answer(a: dict) -> str:
+    return (
+        f"{a['estimate']:+.4f} [{a['low']:+.4f}, {a['high']:+.4f}], prediction interval "
+        f"[{a['pred_low']:+.4f}, {a['pred_high']:+.4f}], tau {a['tau']:.4f}"
+    )
+
+
+def render_extended(metrics: Path = ROOT / "metrics") -> str:
+    import json
+
+    ext = json.loads((metrics / "extended.json").read_text())
+    answers = ext.get("primary")
+    if not isinstance(answers, list):
+        return "The pre-registered extended run has not landed (`make extended`)."
+    lines = [
+        "| question | data sets | random effects [95%], prediction interval | Holm p | verdict "
+        "| one unit per source | terminal-phase subjects | median rule (sensitivity) |",
+        "|---|---:|---|---:|---|---|---|---|",
+    ]
+    for a in answers:
+        q = f"{NAMES.get(a['method'], a['method'])} − {NAMES.get(a['against'], a['against'])}"
+        src, term, med = a.get("by_source", {}), a.get("terminal", {}), a.get("median_rule", {})
+        lines.append(
+            f"| {q} | {a['datasets']} | {_answer(a)} | {a['p_holm']:.3f} | {a['verdict']} | "
+            + (f"{_answer(src)} ({src['datasets']} sources)" if "estimate" in src else "n/a")
+            + " | "
+            + (f"{_answer(term)} ({term['datasets']} data sets)" if "estimate" in term else "n/a")
+            + " | "
+            + (
+                f"median {med['median']:+.4f} [{med['low']:+.4f}, {med['high']:+.4f}]: "
+                f"{med['verdict']}"
+                if "median" in med
+                else "n/a"
+            )
+            + " |"
+        )
+    lines += [
+        "",
+        "The holdout chooser (`ncip rank --holdout`) against always NCIP and always Entropy: "
+        "median regret over data sets with its distribution-free interval, per holdout size "
+        "(20 draws per subject; a data set counts where its test split leaves at least the "
+        "holdout and as many again; `fallback`: the share of draws with fewer than 20 holdout "
+        "faults, where the chooser keeps the default).",
+        "",
+        "| holdout | data sets | fallback | chooser | always NCIP | always Entropy |",
+        "|---:|---:|---:|---|---|---|",
+    ]
+    for c in ext.get("chooser", []):
+        cell = [
+            f"{r['median']:.4f} [{r['low']:.4f}, {r['high']:.4f}]"
+            for r in (c["regret"], c["regret_ncip"], c["regret_entropy"])
+        ]
+        lines.append(
+            f"| {c['size']} | {c['datasets']} | {c['fallback']:.0%} | " + " | ".join(cell) + " |"
+        )
+    return "\n".join(lines)
+
+
+def render_default(metrics: Path = ROOT / "metrics") -> str:
+    import json
+
+    from ncip.study.evaluation import display
+    from ncip.study.scores.registry import list_methods
+
+    clean = json.loads((metrics / "clean.json").read_text())["rauc_all"]
+    adv = json.loads((metrics / "adversarial.json").read_text())["rauc_all"]
+    acc = json.loads((metrics / "accuracy.json").read_text())["test"]
+    stages = json.loads((metrics / "cost.json").read_text())["stages"]
+
+    def best(table: dict, subject: str) -> str:
+        have = [m for m in list_methods("baseline") if subject in table.get(m, {})]
+        m = max(have, key=lambda m: table[m][subject])
+        return f"{table[m][subject]:.3f} ({display(m)})"
+
+    lines = [
+        "| subject | test accuracy | NCIP | best of the paper's baselines | label-free AUM | "
+        "Entropy | adversarial: NCIP | best baseline |",
+        "|---|---:|---:|---|---:|---:|---:|---|",
+    ]
+    for s in sorted(clean["ncip"]):
+        lines.append(
+            f"| {s} | {acc[s]:.4f} | {clean['ncip'][s]:.3f} | {best(clean, s)} | "
+            f"{clean['aum'][s]:.3f} | {clean['entropy'][s]:.3f} | {adv['ncip'][s]:.3f} | "
+            f"{best(adv, s)} |"
+        )
+    per_stage = {k: sum(v.values()) for k, v in stages.items()}
+    total = sum(per_stage.values())
+    lines += [
+        "",
+        "Clean and adversarial RAUC-ALL, mean over the training runs (metrics/clean.json, "
+        f"adversarial.json). Stage-seconds (metrics/cost.json): {total / 60:.1f} min in all; "
+        + ", ".join(f"{k} {v / 60:.1f}" for k, v in per_stage.items() if v >= 30)
+        + " (minutes).",
+    ]
+    return "\n".join(lines)
+
+
+def render_cost(metrics: Path = ROOT / "metrics") -> str:
+    import json
+
+    stages = json.loads((metrics / "cost.json").read_text())["stages"]
+    lines = ["| stage | items | seconds |", "|---|---:|---:|"]
+    for k, v in stages.items():
+        lines.append(f"| {k} | {len(v)} | {sum(v.values()):,.0f} |")
+    total = sum(sum(v.values()) for v in stages.values())
+    lines.append(f"| **total** | | **{total:,.0f}** ({total / 60:.1f} min) |")
+    return "\n".join(lines)
+
+
+def render_lm(metrics: Path = ROOT / "metrics") -> str:
+    import json
+
+    from ncip.study.lm.evaluation import NAMES as LM_NAMES
+    from ncip.study.lm.models import PRIMARY_RULE
+
+    path = metrics / "lm" / "tiny-gpt2-results.json"
+    if not path.is_file():
+        return "Not run under the current rules yet: `make lm` writes it."
+    res = json.loads(path.read_text())
+    r = res["rules"][PRIMARY_RULE]
+    m, vr = r["mean"], r["vs_random"]
+    paired = {p["method"]: p for p in r["paired"] if p["budget"] == "all"}
+
+    def against_random(k: str) -> str:
+        v = vr[k]
+        side = "above" if v["t_lo"] > 0 else "below" if v["t_hi"] < 0 else "level with"
+        return (
+            f"{LM_NAMES[k]} {m[k + ':all']:.3f} ({side} random order: {v['diff']:+.4f}, "
+            f"[{v['t_lo']:+.4f}, {v['t_hi']:+.4f}])"
+        )
+
+    base = [k for k in LM_NAMES if not k.startswith("ncip")]
+    prr = res.get("prr", {})
+    rep = res.get("repetition", {})
+    lines = [
+        f"- Failure = BLEU-2 at or below the seed's median (failure rate "
+        f"{m['failure_rate']:.3f}), RAUC-ALL, mean over {len(res['runs'])} seeds, t-interval "
+        f"over seeds; random order {m['random:all']:.3f}: " + against_random("ncip") + ".",
+        "- The token-level confidence scores: " + "; ".join(against_random(k) for k in base) + ".",
+        "- Selection: NCIP minus its controls, "
+        + "; ".join(
+            f"{LM_NAMES[c]} {paired[c]['diff']:+.4f} ({paired[c]['verdict']})"
+            for c in ("ncip_lastk", "ncip_random")
+        )
+        + "; the controls themselves: "
+        + "; ".join(against_random(c) for c in ("ncip_lastk", "ncip_random"))
+        + "."
+        + (
+            ""
+            if vr["ncip"]["t_lo"] > 0
+            else " NCIP itself is not above random order, so a win over a control is no "
+            "evidence that the selection finds failures."
+        ),
+    ]
+    if prr:
+        lines.append(
+            "- Prediction-rejection ratio against the continuous BLEU-2 (LM-Polygraph's "
+            "measure: 0 random, 1 oracle): "
+            + "; ".join(
+                f"{LM_NAMES[k]} {v['mean']:+.3f} [{v['t_lo']:+.3f}, {v['t_hi']:+.3f}]"
+                for k, v in prr.items()
+            )
+            + "."
+        )
+    if rep:
+        rho = [(x["rho_entropy"], x["rho_bleu2"]) for x in rep["per_run"]]
+        lines.append(
+            "- Are the confident continuations the repetitive ones? Spearman's rho of "
+            "distinct-2 with the token entropy and with BLEU-2, per seed: "
+            + ", ".join(f"({a:+.2f}, {b:+.2f})" for a, b in rho)
+            + (
+                ": yes in every seed (p < 0.05)."
+                if rep["holds"]
+                else ": not in every seed (p < 0.05), so the explanation is not supported."
+            )
+        )
+    return "\n".join(lines)
+
+
 RENDERERS = {
     "tables": ("docs/datasets.md", render_tables),
     "findings": ("README.md", render_findings),
+    "default": ("docs/results.md", render_default),
+    "extended": ("docs/results.md", render_extended),
+    "lm": ("docs/study.md", render_lm),
+    "cost": ("docs/performance.md", render_cost),
 }
 
 
