@@ -38,21 +38,25 @@ python scripts/collect_experiment.py --name "$name" --report ".dvc/tmp/$name-rep
 # its per-ordering data, paired intervals, primary and chooser tables, full report and figures
 # (metrics/NAME/, plots/NAME/): what anyone needs to recompute its tables (issue 49)
 rm -rf "metrics/$name" "plots/$name"
-mkdir -p "metrics/$name" "plots/$name"
-for f in per_ordering.csv paired.csv primary.csv chooser.csv tables.md report.md significance.json; do
-  if git cat-file -e "$ref:metrics/$f" 2>/dev/null; then git show "$ref:metrics/$f" > "metrics/$name/$f"; fi
-done
-# the language-model study's per-prompt data and full results (metrics/lm/<model>-*)
-git ls-tree -r --name-only "$ref" -- metrics/lm | grep -E -- '-(prompts\.csv|results\.json)$' | while read -r f; do
-  git show "$ref:$f" > "metrics/$name/$(basename "$f")"
-done || true
-if [ -f "metrics/$name/report.md" ]; then  # its links, from metrics/NAME/ to plots/NAME/
-  sed -i "s#](\.\./plots/#](../../plots/$name/#g" "metrics/$name/report.md"
+mkdir -p "metrics/$name"
+if [ "$result" = "metrics/report.md" ]; then  # a study of subjects: its own tables and figures
+  mkdir -p "plots/$name"
+  for f in per_ordering.csv paired.csv primary.csv chooser.csv tables.md report.md significance.json; do
+    if git cat-file -e "$ref:metrics/$f" 2>/dev/null; then git show "$ref:metrics/$f" > "metrics/$name/$f"; fi
+  done
+  if [ -f "metrics/$name/report.md" ]; then  # its links, from metrics/NAME/ to plots/NAME/
+    sed -i "s#](\.\./plots/#](../../plots/$name/#g" "metrics/$name/report.md"
+  fi
+  git ls-tree -r --name-only "$ref" -- plots/report plots/training | while read -r f; do
+    mkdir -p "plots/$name/$(dirname "${f#plots/}")"
+    git show "$ref:$f" > "plots/$name/${f#plots/}"
+  done
+else  # the language-model study: its per-prompt data and full results (metrics/lm/<model>-*);
+  # the default study's tables in the experiment's commit are not its own
+  git ls-tree -r --name-only "$ref" -- metrics/lm | grep -E -- '-(prompts\.csv|results\.json)$' | while read -r f; do
+    git show "$ref:$f" > "metrics/$name/$(basename "$f")"
+  done || true
 fi
-git ls-tree -r --name-only "$ref" -- plots/report plots/training | while read -r f; do
-  mkdir -p "plots/$name/$(dirname "${f#plots/}")"
-  git show "$ref:$f" > "plots/$name/${f#plots/}"
-done
 # its numbers as metrics/NAME.json, for `dvc metrics show/diff` (dvc.yaml's metrics list)
 metrics=$(python -c "from ncip.study.presets import EXPERIMENTS as E; print(E['$name'].metrics)")
 git show "$ref:$metrics" > "metrics/$name.json.tmp" && mv "metrics/$name.json.tmp" "metrics/$name.json"

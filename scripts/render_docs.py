@@ -282,7 +282,14 @@ def render_lm(metrics: Path = ROOT / "metrics") -> str:
             + (
                 ": yes in every seed (p < 0.05)."
                 if rep["holds"]
-                else ": not in every seed (p < 0.05), so the explanation is not supported."
+                else ": no: distinct-2 does not rise with both (p < 0.05) in every seed, so the "
+                "explanation that confident continuations fail because they repeat themselves is "
+                "not supported"
+                + (
+                    " (the more repetitive continuations are the less confident ones)."
+                    if all(a < 0 for a, _ in rho)
+                    else "."
+                )
             )
         )
     return "\n".join(lines)
