@@ -12,6 +12,8 @@ committed page differs from what this renders (tests/test_docs_render.py).
 - ``extended`` (docs/results.md): the extended study's answers with every pre-registered
   sensitivity analysis and the chooser's regret at each holdout size (metrics/extended.json).
 - ``lm`` (docs/study.md): the language-model study (metrics/lm/tiny-gpt2-results.json).
+- ``epochs`` (docs/study.md): the longer-training study's table and its selection control
+  (metrics/epochs.md, which the report stage renders from the experiment's metrics).
 - ``cost`` (docs/performance.md): the committed default run's seconds per stage, as each stage
   measured itself (metrics/cost.json).
 """
@@ -218,6 +220,28 @@ def render_cost(metrics: Path = ROOT / "metrics") -> str:
     return "\n".join(lines)
 
 
+def _table_after(md: str, heading: str) -> str:
+    """The first Markdown table under ``heading`` in a report."""
+    rest = md[md.index(heading) :].splitlines()
+    start = next(i for i, ln in enumerate(rest) if ln.startswith("|"))
+    end = next((i for i in range(start, len(rest)) if not rest[i].startswith("|")), len(rest))
+    return "\n".join(rest[start:end])
+
+
+def render_epochs(metrics: Path = ROOT / "metrics") -> str:
+    md = (metrics / "epochs.md").read_text()
+    if "### Longer training" not in md:
+        return "Not run under the current rules yet: `make epochs` writes it."
+    return (
+        md.splitlines()[0]
+        + "\n\n"
+        + _table_after(md, "### Longer training")
+        + "\n\nSelection control, Algorithm 1's checkpoints minus the last K and K random "
+        "pool checkpoints (RAUC-ALL, paired intervals; `metrics/epochs.md`):\n\n"
+        + _table_after(md, "### Selection control")
+    )
+
+
 def render_lm(metrics: Path = ROOT / "metrics") -> str:
     import json
 
@@ -302,6 +326,7 @@ RENDERERS = {
     "extended": ("docs/results.md", render_extended),
     "lm": ("docs/study.md", render_lm),
     "cost": ("docs/performance.md", render_cost),
+    "epochs": ("docs/study.md", render_epochs),
 }
 
 
