@@ -29,7 +29,7 @@ from __future__ import annotations
 import glob as globlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -513,10 +513,7 @@ def check_consistent(cs: CheckpointSet) -> None:
         groups: dict[Any, list[str]] = {}
         for p, v in values.items():
             groups.setdefault(v, []).append(Path(p).name)
-        said = "; ".join(
-            f"{len(n)} record {key} {v!r} ({n[0]}{' ... ' + n[-1] if len(n) > 1 else ''})"
-            for v, n in groups.items()
-        )
+        said = _groups_said(groups, f"record {key}", repr)
         raise CheckpointError(
             f"{cs.final.path.parent}: the folder mixes checkpoints of different training runs "
             f"({said}); keep one run's checkpoints in it"
@@ -542,11 +539,16 @@ def _check_architectures(cs: CheckpointSet) -> None:
             groups.setdefault(name, []).append(c.name)
     if len(groups) < 2:
         return
-    said = "; ".join(
-        f"{len(n)} name {a} ({n[0]}{' ... ' + n[-1] if len(n) > 1 else ''})"
-        for a, n in sorted(groups.items(), key=lambda kv: -len(kv[1]))
-    )
+    said = _groups_said(dict(sorted(groups.items(), key=lambda kv: -len(kv[1]))), "name", str)
     raise CheckpointError(
         f"{cs.final.path.parent}: the checkpoints' config.json files name different models "
         f"({said}); keep one model's checkpoints in the folder"
+    )
+
+
+def _groups_said(groups: Mapping[Any, list[str]], verb: str, show: Callable[[Any], str]) -> str:
+    """Which checkpoints say what: ``3 <verb> <value> (first ... last); 1 <verb> <value> (x)``."""
+    return "; ".join(
+        f"{len(n)} {verb} {show(v)} ({n[0]}{' ... ' + n[-1] if len(n) > 1 else ''})"
+        for v, n in groups.items()
     )
