@@ -5,6 +5,7 @@ import torch
 import torch.nn as nn
 
 from ncip.core.checkpoints import list_checkpoints
+from ncip.core.models import Classifier, textcnn, transformer
 from ncip.core.scores import deepgini, softmax64
 from ncip.study.scores import ScoringContext, get_method, list_methods, method_info
 from ncip.study.scores.dropout import lexicographic, mc_dropout_probs, variation_ratio
@@ -220,6 +221,73 @@ def test_mc_dropout_switches_only_dropout_modules_on():
     assert not m.training and not m.drop.training  # restored afterwards
     mean2, votes2 = mc_dropout_probs(m, x, samples=5, rate=0.5, seed=0)
     assert np.array_equal(votes, votes2) and np.allclose(mean, mean2)  # seeded
+
+
+def _full_passes(model, x, samples, seed):
+    """MC-Dropout written out: every module that drops in train mode, T full forward passes."""
+    torch.manual_seed(seed)
+    model.eval()
+    for m in model.modules():
+        if isinstance(m, (nn.Dropout, nn.MultiheadAttention, nn.TransformerEncoderLayer)):
+            m.train()
+    with torch.inference_mode():
+        probs = [torch.softmax(model(torch.as_tensor(x)).double(), 1) for _ in range(samples)]
+    model.eval()
+    return (sum(probs) / samples).numpy(), torch.stack([p.argmax(1) for p in probs], 1).numpy()
+
+
+def _tokens(n=48, length=12, vocab=60, seed=3):
+    x = np.random.default_rng(seed).integers(1, vocab, size=(n, length))
+    x[: n // 2, length // 2 :] = 0  # padding, as the text sets have
+    return x
+
+
+def test_mc_dropout_samples_the_transformer_attention_and_residual_dropout():
+    # nn.TransformerEncoderLayer in eval mode runs a fused kernel without dropout: switching
+    # only its nn.Dropout children on gave T identical passes (Dropout = Entropy on the text
+    # study's Transformers). Every pass must differ, and equal T full passes in train mode.
+    torch.manual_seed(0)
+    m = transformer(4, 60)
+    x = _tokens()
+    mean, votes = mc_dropout_probs(m, x, samples=30, rate=0.5, seed=1)
+    assert variation_ratio(votes, 4).max() > 0
+    want_mean, want_votes = _full_passes(m, x, 30, 1)
+    assert np.array_equal(votes, want_votes) and np.allclose(mean, want_mean)
+    assert not any(mod.training for mod in m.modules())  # restored afterwards
+
+
+def test_mc_dropout_runs_a_last_step_dropout_alone_with_the_full_passes_result():
+    # the TextCNN's only dropout is the last step of its features: the convolutions run once
+    # per batch, and the result is bit for bit that of T full passes
+    torch.manual_seed(0)
+    m = textcnn(3, 60)
+    x = _tokens()
+    calls = []
+    m.backbone.convs[0].register_forward_hook(lambda *a: calls.append(1))
+    mean, votes = mc_dropout_probs(m, x, samples=25, rate=0.5, seed=2, batch_size=len(x))
+    assert len(calls) == 1
+    want_mean, want_votes = _full_passes(m, x, 25, 2)
+    assert np.array_equal(votes, want_votes) and np.array_equal(mean, want_mean)
+    assert variation_ratio(votes, 3).max() > 0
+
+
+class _DropThenScale(nn.Module):  # dropout, then an in-place step: not the last step
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 6)
+        self.drop = nn.Dropout(0.3)
+
+    def forward(self, x):
+        return self.drop(self.lin(x)).mul_(2.0)
+
+
+def test_mc_dropout_runs_full_passes_where_dropout_is_not_the_last_step():
+    torch.manual_seed(0)
+    m = Classifier(_DropThenScale(), nn.Linear(6, 3))
+    x = np.random.default_rng(4).normal(size=(20, 4)).astype(np.float32)
+    mean, votes = mc_dropout_probs(m, x, samples=15, rate=0.5, seed=5)
+    want_mean, want_votes = _full_passes(m, x, 15, 5)
+    assert np.array_equal(votes, want_votes) and np.allclose(mean, want_mean)
 
 
 # --- EffiMAP --------------------------------------------------------------------------------------

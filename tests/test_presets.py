@@ -103,6 +103,15 @@ def test_the_text_preset_applies_with_three_runs_and_k_below_the_pool(tmp_path):
     assert {parse_subject(s).dataset for s in subjects} == {"wordnet10", "wordnet4", "fortunes"}
     cfg = yaml.safe_load(params.read_text())
     assert cfg["k"] < len(candidate_pool(cfg["train"]["epochs"], cfg["alpha"]))
+    # the MC-Dropout passes it sets reach score-baselines, and its report says so
+    from ncip.study.presets import TEXT_DROPOUT_SAMPLES
+    from ncip.study.report.sections import _options_set
+    from ncip.study.scores.registry import baseline_config
+
+    _, options = baseline_config(cfg["baselines"])
+    assert options["dropout"]["samples"] == TEXT_DROPOUT_SAMPLES != 200
+    assert _options_set(cfg).endswith(f"Dropout samples = {TEXT_DROPOUT_SAMPLES} (default 200).")
+    assert _options_set(yaml.safe_load((ROOT / "params.yaml").read_text())) == ""
 
 
 @pytest.mark.parametrize("name", ["extended", "text"])

@@ -35,6 +35,8 @@ from ncip.study.report.significance import (
     significance_markdown,
     significance_paragraph,
 )
+from ncip.study.scores import method_info
+from ncip.study.scores.registry import baseline_config
 from ncip.study.subjects import VARIANTS, parse_subject
 
 
@@ -63,9 +65,27 @@ def header_section(r: ReportInputs) -> list[str]:
             for d, (paper_d, caveat) in paper.STAND_INS.items()
             if any(parse_subject(s, r.external).dataset == d for s in r.subjects)
         )
-        + ". Bold marks the best value of each column.",
+        + ". Bold marks the best value of each column."
+        + _options_set(cfg),
         "",
     ]
+
+
+def _options_set(cfg: dict) -> str:
+    """The baseline options this run sets away from their registered defaults, in a sentence."""
+    names, options = baseline_config(cfg.get("baselines"))
+    changed = [
+        f"{method_info(m).display} {key} = {value} (default {method_info(m).options[key]})"
+        for m in names
+        for key, value in options[m].items()
+        if value != method_info(m).options[key]
+    ]
+    if not changed:
+        return ""
+    return (
+        " Baseline options this run sets (the rest keep their registered defaults, "
+        f"`ncip methods`): {'; '.join(changed)}."
+    )
 
 
 def summary_section(r: ReportInputs) -> list[str]:
