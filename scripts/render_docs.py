@@ -208,6 +208,56 @@ def render_default(metrics: Path = ROOT / "metrics") -> str:
     return "\n".join(lines)
 
 
+def render_support(metrics: Path = ROOT / "metrics") -> str:
+    """What the default run's paired intervals support, per subject, and its RQ3 verdict and
+    ties, from metrics/paired.csv and metrics/report.md."""
+    import pandas as pd
+
+    from ncip.study.evaluation import baselines, display
+
+    paired = pd.read_csv(metrics / "paired.csv", dtype={"budget": str})
+    report = (metrics / "report.md").read_text()
+    base = baselines()
+    lines = []
+    for split, budget, label in (
+        ("test", "all", "RAUC-ALL, clean data"),
+        ("test", "500", "RAUC-500, clean data"),
+        ("adv", "all", "Adversarial data (RAUC-ALL)"),
+    ):
+        part = paired[(paired["split"] == split) & (paired["budget"] == budget)]
+        said = []
+        for subject, g in part.groupby("subject", sort=True):
+            v = g.set_index("method")
+            have = [m for m in base if m in v.index]
+
+            def named(verdict: str, methods: list[str], v=v) -> str:
+                out = [display(m) for m in methods if v.loc[m, "verdict"] == verdict]
+                return ", ".join(out) or "none"
+
+            near = min(have, key=lambda m, v=v: v.loc[m, "diff"])
+            r = v.loc[near]
+            others = [m for m in v.index if m not in base]
+            said.append(
+                f"{subject}: better than {sum(v.loc[m, 'verdict'] == 'win' for m in have)} of "
+                f"{len(have)} baselines, tied with {named('tie', have)}, worse than "
+                f"{named('loss', have)} (smallest difference: {display(near)}, {r['diff']:+.3f} "
+                f"[{r['lo']:+.3f}, {r['hi']:+.3f}]); of its ablations, controls and the "
+                f"checkpoint scores, better than NCIP: {named('loss', others)}"
+            )
+        lines.append(f"- **{label}**, NCIP minus each method: " + "; ".join(said) + ".")
+    rq3 = next((ln for ln in report.splitlines() if ln.startswith("RQ3 verdict:")), None)
+    if rq3:
+        lines.append(f"- **Retraining (RQ3)**, run 0's final models: {rq3[len('RQ3 verdict: ') :]}")
+    lines += [
+        "",
+        "Tied scores on the clean test sets (share of the inputs whose score another input "
+        'shares, and the largest tied block; the report\'s "Tied scores"):',
+        "",
+        _table_after(report, "## Tied scores"),
+    ]
+    return "\n".join(lines)
+
+
 def render_cost(metrics: Path = ROOT / "metrics") -> str:
     import json
 
@@ -240,6 +290,79 @@ def render_epochs(metrics: Path = ROOT / "metrics") -> str:
         "pool checkpoints (RAUC-ALL, paired intervals; `metrics/epochs.md`):\n\n"
         + _table_after(md, "### Selection control")
     )
+
+
+def render_text(metrics: Path = ROOT / "metrics") -> str:
+    import pandas as pd
+
+    from ncip.study.evaluation import display
+    from ncip.study.scores.registry import list_methods
+
+    md = (metrics / "text.md").read_text()
+    paired_csv, per_csv = metrics / "text" / "paired.csv", metrics / "text" / "per_ordering.csv"
+    if not paired_csv.is_file() or not per_csv.is_file():
+        return "Not run under the current rules yet: `make text` writes it."
+    per = pd.read_csv(per_csv)
+    per = per[(per["split"] == "test") & (per["repeat"] == 0)]
+    mean = per.groupby(["subject", "method"])["rauc_all"].mean()
+    paired = pd.read_csv(paired_csv, dtype={"budget": str})
+    paired = paired[(paired["split"] == "test") & (paired["budget"] == "all")]
+    pv = paired.set_index(["subject", "method"])
+    subjects = list(dict.fromkeys(per["subject"]))
+    base = [m for m in list_methods("baseline") if m in set(per["method"])]
+
+    def vs(s: str, m: str) -> str:
+        r = pv.loc[(s, m)]
+        mark = f" **{r['verdict']}**" if r["verdict"] != "tie" else ""
+        return f"{r['diff']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}]{mark}"
+
+    lines = [
+        md.splitlines()[0],
+        "",
+        "| subject | NCIP | best baseline | Entropy | Dropout | NCIP − best baseline "
+        "| NCIP − Entropy | NCIP − Dropout |",
+        "|---|---:|---|---:|---:|---|---|---|",
+    ]
+    counts = {"win": 0, "tie": 0, "loss": 0}
+    for s in subjects:
+        top = max(base, key=lambda m: mean[(s, m)])
+        lines.append(
+            f"| {s} | {mean[(s, 'ncip')]:.3f} | {mean[(s, top)]:.3f} ({display(top)}) "
+            f"| {mean[(s, 'entropy')]:.3f} | {mean[(s, 'dropout')]:.3f} | {vs(s, top)} "
+            f"| {vs(s, 'entropy')} | {vs(s, 'dropout')} |"
+        )
+        for m in base:
+            counts[pv.loc[(s, m), "verdict"]] += 1
+    lines += [
+        "",
+        "Clean RAUC-ALL, mean over the runs; NCIP minus a baseline with its 95% paired interval "
+        "(a **win** or **loss** needs the bootstrap and the run-level t-interval both to "
+        "exclude 0; `metrics/text/paired.csv`). Against the paper's baselines, over "
+        f"{len(subjects)} subjects and {len(base)} baselines: {counts['win']} wins, "
+        f"{counts['tie']} ties, {counts['loss']} losses. Training accuracy and σ_cos "
+        "(`metrics/text.md`):",
+        "",
+        _table_after(md, "### Training: accuracy and sigma_cos"),
+        "",
+        "Selection control, Algorithm 1's checkpoints minus the last K and K random pool "
+        "checkpoints (RAUC-ALL, paired intervals):",
+        "",
+        _table_after(md, "### Selection control"),
+    ]
+    return "\n".join(lines)
+
+
+def render_sweep(metrics: Path = ROOT / "metrics") -> str:
+    md = (metrics / "sensitivity.md").read_text()
+    out = []
+    for heading in (
+        "### RAUC-ALL against alpha",
+        "### fault types at a 5% budget against alpha",
+        "### RAUC-ALL against k",
+        "### fault types at a 5% budget against k",
+    ):
+        out += [f"{heading[4:]} (`metrics/sensitivity.md`):", "", _table_after(md, heading), ""]
+    return "\n".join(out[:-1])
 
 
 def render_lm(metrics: Path = ROOT / "metrics") -> str:
@@ -323,10 +446,13 @@ RENDERERS = {
     "tables": ("docs/datasets.md", render_tables),
     "findings": ("README.md", render_findings),
     "default": ("docs/results.md", render_default),
+    "support": ("docs/results.md", render_support),
     "extended": ("docs/results.md", render_extended),
     "lm": ("docs/study.md", render_lm),
     "cost": ("docs/performance.md", render_cost),
     "epochs": ("docs/study.md", render_epochs),
+    "text": ("docs/study.md", render_text),
+    "sweep": ("docs/study.md", render_sweep),
 }
 
 
