@@ -391,6 +391,7 @@ def render_lm(metrics: Path = ROOT / "metrics") -> str:
     prr = res.get("prr", {})
     rep = res.get("repetition", {})
     lines = [
+        "- " + (metrics / "lm.md").read_text().splitlines()[0],
         f"- Failure = BLEU-2 at or below the seed's median (failure rate "
         f"{m['failure_rate']:.3f}), RAUC-ALL, mean over {len(res['runs'])} seeds, t-interval "
         f"over seeds; random order {m['random:all']:.3f}: " + against_random("ncip") + ".",
