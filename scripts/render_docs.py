@@ -278,6 +278,15 @@ def _table_after(md: str, heading: str) -> str:
     return "\n".join(rest[start:end])
 
 
+def _selection_control(md: str, source: str) -> str:
+    """An experiment's selection-control table from its metrics file, with its caption."""
+    return (
+        "Selection control, Algorithm 1's checkpoints minus the last K and K random pool "
+        f"checkpoints (RAUC-ALL, paired intervals; `{source}`):\n\n"
+        + _table_after(md, "### Selection control")
+    )
+
+
 def render_epochs(metrics: Path = ROOT / "metrics") -> str:
     md = (metrics / "epochs.md").read_text()
     if "### Longer training" not in md:
@@ -286,9 +295,8 @@ def render_epochs(metrics: Path = ROOT / "metrics") -> str:
         md.splitlines()[0]
         + "\n\n"
         + _table_after(md, "### Longer training")
-        + "\n\nSelection control, Algorithm 1's checkpoints minus the last K and K random "
-        "pool checkpoints (RAUC-ALL, paired intervals; `metrics/epochs.md`):\n\n"
-        + _table_after(md, "### Selection control")
+        + "\n\n"
+        + _selection_control(md, "metrics/epochs.md")
     )
 
 
@@ -344,10 +352,7 @@ def render_text(metrics: Path = ROOT / "metrics") -> str:
         "",
         _table_after(md, "### Training: accuracy and sigma_cos"),
         "",
-        "Selection control, Algorithm 1's checkpoints minus the last K and K random pool "
-        "checkpoints (RAUC-ALL, paired intervals):",
-        "",
-        _table_after(md, "### Selection control"),
+        _selection_control(md, "metrics/text.md"),
     ]
     return "\n".join(lines)
 
