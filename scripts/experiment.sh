@@ -35,13 +35,14 @@ git show "$ref:$result" > ".dvc/tmp/$name-report.md"
 python scripts/collect_experiment.py --name "$name" --report ".dvc/tmp/$name-report.md" --figures "plots/$name/report" \
   --seconds "$seconds" --command "$cmd" --commit "$(git rev-parse --short HEAD)" \
   --log ".dvc/tmp/$name.log" --out "metrics/$name.md"
-# its per-ordering data, paired intervals, primary and chooser tables, full report and figures
+# its per-ordering data, paired intervals, primary and chooser tables, full report, each stage's
+# seconds (cost.json) and figures
 # (metrics/NAME/, plots/NAME/): what anyone needs to recompute its tables (issue 49)
 rm -rf "metrics/$name" "plots/$name"
 mkdir -p "metrics/$name"
 if [ "$result" = "metrics/report.md" ]; then  # a study of subjects: its own tables and figures
   mkdir -p "plots/$name"
-  for f in per_ordering.csv paired.csv primary.csv chooser.csv tables.md report.md significance.json; do
+  for f in per_ordering.csv paired.csv primary.csv chooser.csv tables.md report.md significance.json cost.json; do
     if git cat-file -e "$ref:metrics/$f" 2>/dev/null; then git show "$ref:metrics/$f" > "metrics/$name/$f"; fi
   done
   if [ -f "metrics/$name/report.md" ]; then  # its links, from metrics/NAME/ to plots/NAME/

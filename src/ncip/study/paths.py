@@ -25,7 +25,12 @@ TRACKED_INPUTS = (
 )
 # The experiments' numbers a fresh clone holds in git and dvc.yaml's `metrics` list names (not
 # read by any stage; a copy of the project needs them for `dvc metrics show/diff`).
-EXPERIMENT_METRICS = ("metrics/lm.json", "metrics/epochs.json", "metrics/extended.json")
+EXPERIMENT_METRICS = (
+    "metrics/lm.json",
+    "metrics/epochs.json",
+    "metrics/extended.json",
+    "metrics/text.json",
+)
 
 
 def run_key(subject: str, run: int) -> str:
