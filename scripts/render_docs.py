@@ -354,7 +354,27 @@ def render_text(metrics: Path = ROOT / "metrics") -> str:
         "",
         _selection_control(md, "metrics/text.md"),
     ]
+    if (metrics / "text" / "cost.json").is_file():
+        lines += ["", _text_cost(metrics / "text" / "cost.json")]
     return "\n".join(lines)
+
+
+def _text_cost(path: Path) -> str:
+    """Where the text study's stage time went, in minutes, with the Transformers' share."""
+    import json
+
+    stages = json.loads(path.read_text())["stages"]
+    total = sum(sum(v.values()) for v in stages.values())
+    parts = []
+    for name, v in sorted(stages.items(), key=lambda kv: -sum(kv[1].values())):
+        if sum(v.values()) < 60:
+            continue
+        tf = sum(t for k, t in v.items() if k.split("/")[0].endswith("-transformer"))
+        parts.append(f"{name} {sum(v.values()) / 60:.1f} (Transformers {tf / 60:.1f})")
+    return (
+        f"Where its stages' time went (`metrics/text/cost.json`, minutes): {total / 60:.1f} in "
+        f"all stages that record it; " + ", ".join(parts) + "."
+    )
 
 
 def render_sweep(metrics: Path = ROOT / "metrics") -> str:

@@ -39,3 +39,24 @@ def test_a_page_without_the_markers_is_refused():
         "a\n<!-- render:t -->\nold\n<!-- /render:t -->\nb", "t", "new"
     )
     assert filled == "a\n<!-- render:t -->\nnew\n<!-- /render:t -->\nb"
+
+
+def test_the_text_cost_line_sums_each_stage_and_the_transformers_share(tmp_path):
+    """The text block's last line: minutes per stage that took a minute or more, largest
+    first, with the part spent on Transformer subjects; a faster stage is left out."""
+    import json
+
+    cost = {
+        "stages": {
+            "score-baselines": {"a-textcnn/run-0": 30.0, "a-transformer/run-0": 90.0},
+            "train-with-checkpoints": {"a-textcnn/run-0": 120.0, "a-transformer/run-0": 360.0},
+            "score-ncip": {"a-textcnn/run-0": 1.0, "a-transformer/run-0": 2.0},
+        }
+    }
+    (tmp_path / "cost.json").write_text(json.dumps(cost))
+    line = render_docs._text_cost(tmp_path / "cost.json")
+    assert "10.1 in all stages" in line  # 603 s
+    assert line.index("train-with-checkpoints 8.0 (Transformers 6.0)") < line.index(
+        "score-baselines 2.0 (Transformers 1.5)"
+    )
+    assert "score-ncip" not in line
