@@ -50,22 +50,6 @@ def line_figure(
     save_figure(fig, path)
 
 
-def training_figure(history: pd.DataFrame, selected: list[int], path: Path, title: str) -> None:
-    """Accuracy and sigma_cos per epoch, with the NC-selected checkpoints marked."""
-    sns.set_theme(style="whitegrid")
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
-    for col in ("train_acc", "val_acc", "test_acc"):
-        a1.plot(history["epoch"], history[col], label=col.replace("_acc", ""))
-    a1.set(title=f"{title}: accuracy", xlabel="epoch", ylabel="accuracy")
-    a1.legend()
-    a2.plot(history["epoch"], history["sigma_cos"], color="gray", label="all checkpoints")
-    sel = history[history["epoch"].isin(selected)]
-    a2.scatter(sel["epoch"], sel["sigma_cos"], color="C3", zorder=3, s=14, label="NC-selected")
-    a2.set(title=f"{title}: head equiangularity", xlabel="epoch", ylabel="σ_cos (Eq. 5)")
-    a2.legend()
-    save_figure(fig, path)
-
-
 def tsne_figure(
     final: np.ndarray,
     aggregated: np.ndarray,

@@ -65,10 +65,6 @@ def _stochastic_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
     ]
 
 
-def has_dropout(model: torch.nn.Module) -> bool:
-    return bool(_stochastic_modules(model))
-
-
 def _last_step_dropout(
     model: torch.nn.Module, stochastic: list[torch.nn.Module], xb: torch.Tensor
 ) -> tuple[torch.nn.Module, torch.Tensor] | None:

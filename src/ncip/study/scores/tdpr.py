@@ -31,7 +31,6 @@ from ncip.core.errors import InputError
 from ncip.core.scores import softmax64
 from ncip.study.scores.registry import ScoringContext, register_method
 
-FEATURES = ["std_label", "avg_info", "std_info", "max_diff_num", "avg_p_diff"]
 XGB_PARAMS = {
     "objective": "rank:pairwise",
     "colsample_bytree": 0.5,
@@ -44,7 +43,8 @@ XGB_PARAMS = {
 
 
 def trajectory_features(probs: np.ndarray, start: int | None = None) -> np.ndarray:
-    """The five TDPR features from per-epoch probabilities ``[E, N, C]`` (final epoch last)."""
+    """The five TDPR features ``[N, 5]`` from per-epoch probabilities ``[E, N, C]`` (final epoch
+    last), in the reference's order: std_label, avg_info, std_info, max_diff_num, avg_p_diff."""
     p = np.asarray(probs, dtype=np.float64)
     if p.ndim != 3 or p.shape[0] < 2:
         raise InputError(f"TDPR needs probabilities [E, N, C] of at least 2 epochs, got {p.shape}")
