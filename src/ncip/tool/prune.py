@@ -144,8 +144,8 @@ def plan_prune(
     state_key: str | None = None,
 ) -> PrunePlan:
     """What :func:`apply_prune` would keep and delete (nothing is touched)."""
+    from ncip.tool.history import head_sigma
     from ncip.tool.modelsource import load_model, recorded_head
-    from ncip.tool.rank import head_sigma
 
     folder = Path(folder)
     if not folder.is_dir():

@@ -37,9 +37,15 @@ from ncip.core.lmengine import sequence_stats as lm_sequence_stats
 from ncip.core.logs import log
 from ncip.core.sequences import METHODS, TokenStats, bleu2, failures, prompt_scores
 from ncip.tool.compare import compare_scores
+from ncip.tool.history import (
+    bad_checkpoint,
+    check_args,
+    head_sigma,
+    select_checkpoints,
+    training_history,
+)
 from ncip.tool.modelsource import load_model
 from ncip.tool.output import Ranking
-from ncip.tool.rank import _bad, _check_args, _checkpoints, _plan, head_sigma
 from ncip.tool.ranking import selection_record
 from ncip.tool.texts import (
     encode_with,
@@ -187,7 +193,7 @@ def prepare_run(
     p = read_prompts(prompts, references)
     if not p.texts:
         raise InputError(f"{p.source} holds no prompts")
-    cs, pruned = _checkpoints(checkpoints, False, order, note, None, allow_uneven, final)
+    cs, pruned = training_history(checkpoints, False, order, note, None, allow_uneven, final)
     dev = resolve_device(device)
     lm = load_model(model, cs, None, prefix, head, dev, trust_recorded_model)
     kind = type(lm.model).__name__
@@ -236,7 +242,7 @@ def sequence_stats(
         new_tokens,
         run.lm.num_classes,
         run.device,
-        lambda ck, why, final: _bad(ck, why, final, skip_bad),
+        lambda ck, why, final: bad_checkpoint(ck, why, final, skip_bad),
         batch_size,
         memory_mb,
         show_progress,
@@ -286,7 +292,7 @@ def rank_sequences(
         notes.append(msg)
         log.info("%s", msg)
 
-    _check_args(k, batch_size)
+    check_args(k, batch_size)
     run = prepare_run(
         checkpoints,
         prompts,
@@ -312,7 +318,7 @@ def rank_sequences(
             "none: give each prompt a 'reference' (the text that should follow), or drop "
             "--failure"
         )
-    sel = _plan(run.sigma, len(run.usable), k, alpha, False, run.pruned, note)
+    sel = select_checkpoints(run.sigma, len(run.usable), k, alpha, False, run.pruned, note)
     selected = [cs[run.usable[i]] for i in sel.chosen]
     stats, cont = sequence_stats(
         run, selected, new_tokens, batch_size, memory_mb, skip_bad, show_progress
