@@ -113,3 +113,38 @@ def test_a_stage_with_a_bug_shows_its_traceback(tmp_path):
     r = _run(["-c", code], tmp_path)
     assert r.returncode == 1
     assert "Traceback" in r.stderr and "KeyError: 'missing'" in r.stderr
+
+
+def test_a_library_error_is_cut_to_its_first_sentence_for_one_line():
+    """ncip.tool.messages.reason: what a wrapped exception contributes to a one-line error is
+    its first sentence (torch's zip reader appends a paragraph), cut at a word within the limit,
+    and the type's name, or what the caller gives, where the exception says nothing."""
+    from ncip.tool.messages import reason
+
+    torch_says = RuntimeError(
+        "PytorchStreamReader failed reading zip archive: failed finding central directory. "
+        "This is an internal miniz error. If you are seeing this error, there is a high chance"
+    )
+    assert reason(torch_says) == (
+        "PytorchStreamReader failed reading zip archive: failed finding central directory."
+    )
+    long = reason(ValueError("word " * 60), limit=40)
+    assert len(long) <= 40 and long.endswith("word...")
+    assert reason(ValueError("first line\nsecond line")) == "first line"
+    assert reason(KeyError()) == "KeyError"
+    assert reason(OSError(""), empty="a panic") == "a panic"
+
+
+def test_a_truncated_checkpoint_says_so_in_one_sentence(tmp_path):
+    import torch
+
+    from ncip.tool.formats import CheckpointError
+    from ncip.tool.unpickle import torch_load
+
+    torch.save({"w": torch.zeros(3)}, tmp_path / "a.pt")
+    (tmp_path / "b.pt").write_bytes((tmp_path / "a.pt").read_bytes()[:200])
+    with pytest.raises(CheckpointError) as e:
+        torch_load(tmp_path / "b.pt")
+    msg = str(e.value)
+    assert "is not a readable PyTorch checkpoint" in msg and "write it again" in msg
+    assert "If you are seeing this error" not in msg

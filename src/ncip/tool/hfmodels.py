@@ -11,6 +11,7 @@ import torch.nn as nn
 
 from ncip.core.factory import Factory, ModelSourceError
 from ncip.tool.formats import Checkpoint, CheckpointError
+from ncip.tool.messages import reason
 
 
 def hf_pretrained(cls, ck: Checkpoint) -> nn.Module:
@@ -20,7 +21,7 @@ def hf_pretrained(cls, ck: Checkpoint) -> nn.Module:
     try:
         return cls.from_pretrained(str(ck.path), local_files_only=True)
     except Exception as e:  # noqa: BLE001  (transformers raises many types for bad folders)
-        first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        first = reason(e, 200)
         raise CheckpointError(f"{ck.path} could not be loaded by transformers: {first}") from None
 
 
@@ -53,7 +54,7 @@ def hf_factory(config_path: Path) -> Factory:
             str(config_path.parent), local_files_only=True
         )
     except (ValueError, KeyError, OSError) as e:
-        first = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+        first = reason(e)
         raise ModelSourceError(
             f"{config_path} cannot be read by this transformers ({first}); a model_type it does "
             "not know needs a newer transformers, or name the model with --model"

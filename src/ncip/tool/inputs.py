@@ -24,6 +24,7 @@ import torch
 
 from ncip.core.errors import InputError
 from ncip.tool.images import ImageFiles, image_folder
+from ncip.tool.messages import reason
 
 
 @dataclass
@@ -198,7 +199,7 @@ def _load_table(
         else:
             df = pd.read_csv(path, sep="\t" if path.suffix.lower() == ".tsv" else ",")
     except Exception as e:  # noqa: BLE001  (pandas and pyarrow raise many types for bad files)
-        first = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+        first = reason(e)
         raise InputError(f"{path} cannot be read as a table ({first})") from None
     columns = [str(c) for c in df.columns]
     df.columns = columns
@@ -325,7 +326,7 @@ def _load_torch(path: Path) -> Inputs:
         first = (
             f"it holds {needs.group(1)}, not only tensors and plain containers"
             if needs
-            else (str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__)
+            else reason(e)
         )
         raise InputError(
             f"{path} cannot be read as tensors with weights_only=True ({first}); save the "

@@ -38,6 +38,7 @@ from ncip.core.factory import (
 )
 from ncip.tool.formats import Checkpoint, CheckpointError, CheckpointSet
 from ncip.tool.hfmodels import hf_factory, hf_pretrained
+from ncip.tool.messages import reason
 from ncip.tool.tensors import find_prefix, read_tensors, tensor_keys, tensor_shapes
 from ncip.tool.userspec import import_user, split_call
 
@@ -433,7 +434,7 @@ def _guess_classes(factory: Factory, file_shapes: dict[str, tuple], prefix: str 
         try:
             model = _build(factory, c)
         except Exception as e:  # noqa: BLE001  (a wrong guess may not even build)
-            first = str(e).strip().splitlines()[0][:160] if str(e).strip() else ""
+            first = reason(e, empty="")
             errors.append(f"{type(e).__name__}" + (f": {first}" if first else ""))
             continue
         keys = list(model.state_dict().keys())

@@ -22,6 +22,7 @@ from ncip.core.errors import InputError
 from ncip.core.models import logits_of
 from ncip.tool.images import ImageFiles
 from ncip.tool.inputs import Inputs
+from ncip.tool.messages import reason
 
 # the layers that take token ids (an EmbeddingBag sums or averages a bag of them: fastText-style)
 EMBEDDINGS = (nn.Embedding, nn.EmbeddingBag)
@@ -256,7 +257,7 @@ def probe_output(
         with torch.inference_mode():
             return model(xb.to(device))
     except Exception as e:  # noqa: BLE001  (any shape error inside the user's model)
-        first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        first = reason(e, 200)
         if isinstance(e, TypeError) and "required positional argument" in first:
             raise InputError(
                 f"the model's forward needs more than one batch of inputs ({first}), as the "

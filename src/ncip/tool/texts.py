@@ -34,6 +34,7 @@ import torch
 import torch.nn as nn
 
 from ncip.core.errors import InputError
+from ncip.tool.messages import reason
 
 TOKENIZER_FILE = "tokenizer.json"
 PAD_TOKENS = ("[PAD]", "<pad>", "<|pad|>", "<PAD>")
@@ -186,7 +187,7 @@ def encode_with(tok, texts: list[str], path: Path):
     except BaseException as e:  # noqa: BLE001  (pyo3's PanicException derives from BaseException)
         if type(e).__name__ != "PanicException":
             raise
-        first = str(e).strip().splitlines()[0][:120] if str(e).strip() else "a panic"
+        first = reason(e, 120, empty="a panic")
         raise InputError(
             f"{path} failed while encoding the texts ({first}): one of its patterns cannot "
             "handle them (a regex that backtracks without bound); fix that pattern in the "
@@ -202,7 +203,7 @@ def load_tokenizer(path: Path):
     try:
         return Tokenizer.from_file(str(path))
     except Exception as e:  # noqa: BLE001  (the Rust parser raises a bare Exception)
-        first = str(e).strip().splitlines()[0][:120] if str(e).strip() else type(e).__name__
+        first = reason(e, 120)
         raise InputError(
             f"{path} is not a tokenizers JSON file ({first}); give the tokenizer.json that "
             "tokenizer.save_pretrained writes"

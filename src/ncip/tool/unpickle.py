@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ncip.core.checkpoints import CheckpointError
+from ncip.tool.messages import reason
 
 # Where dict-shaped checkpoints keep the weights, first match wins; the EMA twin of each.
 CONTAINER_KEYS = ("state_dict", "model", "model_state_dict")
@@ -58,7 +59,7 @@ def torch_load(path: Path | str) -> Any:
             if not needs:  # not a refused object: the bytes are not a pickle at all
                 raise CheckpointError(
                     f"{path} is not a readable PyTorch checkpoint (truncated or corrupt? "
-                    f"{str(e).strip().splitlines()[0][:120]}); remove it from the folder or "
+                    f"{reason(e, 120)}); remove it from the folder or "
                     "write it again"
                 ) from None
             safe = path.with_name(f"{path.stem}-weights.pt")
@@ -78,11 +79,11 @@ def torch_load(path: Path | str) -> Any:
                     f"session (torch.save(torch.jit.load('{path}').state_dict(), '{safe}')), "
                     "move the archive out, and give --model"
                 ) from None
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            first = reason(e)
             link = f" (a link to {path.resolve()})" if path.is_symlink() else ""
             raise CheckpointError(
                 f"{path}{link} is not a readable PyTorch checkpoint (truncated or corrupt? "
-                f"{first[:160]}); "
+                f"{first}); "
                 "remove it from the folder or write it again"
             ) from None
 

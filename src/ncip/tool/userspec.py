@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ncip.core.factory import ModelSourceError, import_named
+from ncip.tool.messages import reason
 
 MAX_ARGUMENTS = 10_000  # characters of literal arguments (deeply nested ones exhaust the parser)
 
@@ -67,7 +68,7 @@ def import_user(spec: str):
     except BaseException as e:  # noqa: BLE001  (user code: any error, one line)
         if isinstance(e, KeyboardInterrupt):
             raise
-        first = str(e).strip().splitlines()[0][:160] if str(e).strip() else ""
+        first = reason(e, empty="")
         raise ModelSourceError(
             f"--model {spec}: importing {mod} raised {type(e).__name__}"
             + (f": {first}" if first else "")
