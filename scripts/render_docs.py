@@ -169,6 +169,14 @@ def render_extended(metrics: Path = ROOT / "metrics") -> str:
     return "\n".join(lines)
 
 
+def _stage_seconds(path: Path) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """A cost.json's seconds per stage (summed over its items), and the items' own."""
+    import json
+
+    stages = json.loads(path.read_text())["stages"]
+    return {k: sum(v.values()) for k, v in stages.items()}, stages
+
+
 def render_default(metrics: Path = ROOT / "metrics") -> str:
     import json
 
@@ -178,7 +186,7 @@ def render_default(metrics: Path = ROOT / "metrics") -> str:
     clean = json.loads((metrics / "clean.json").read_text())["rauc_all"]
     adv = json.loads((metrics / "adversarial.json").read_text())["rauc_all"]
     acc = json.loads((metrics / "accuracy.json").read_text())["test"]
-    stages = json.loads((metrics / "cost.json").read_text())["stages"]
+    per_stage, _ = _stage_seconds(metrics / "cost.json")
 
     def best(table: dict, subject: str) -> str:
         have = [m for m in list_methods("baseline") if subject in table.get(m, {})]
@@ -196,7 +204,6 @@ def render_default(metrics: Path = ROOT / "metrics") -> str:
             f"{clean['aum'][s]:.3f} | {clean['entropy'][s]:.3f} | {adv['ncip'][s]:.3f} | "
             f"{best(adv, s)} |"
         )
-    per_stage = {k: sum(v.values()) for k, v in stages.items()}
     total = sum(per_stage.values())
     lines += [
         "",
@@ -259,13 +266,11 @@ def render_support(metrics: Path = ROOT / "metrics") -> str:
 
 
 def render_cost(metrics: Path = ROOT / "metrics") -> str:
-    import json
-
-    stages = json.loads((metrics / "cost.json").read_text())["stages"]
+    per_stage, stages = _stage_seconds(metrics / "cost.json")
     lines = ["| stage | items | seconds |", "|---|---:|---:|"]
     for k, v in stages.items():
-        lines.append(f"| {k} | {len(v)} | {sum(v.values()):,.0f} |")
-    total = sum(sum(v.values()) for v in stages.values())
+        lines.append(f"| {k} | {len(v)} | {per_stage[k]:,.0f} |")
+    total = sum(per_stage.values())
     lines.append(f"| **total** | | **{total:,.0f}** ({total / 60:.1f} min) |")
     return "\n".join(lines)
 
@@ -361,16 +366,14 @@ def render_text(metrics: Path = ROOT / "metrics") -> str:
 
 def _text_cost(path: Path) -> str:
     """Where the text study's stage time went, in minutes, with the Transformers' share."""
-    import json
-
-    stages = json.loads(path.read_text())["stages"]
-    total = sum(sum(v.values()) for v in stages.values())
+    per_stage, stages = _stage_seconds(path)
+    total = sum(per_stage.values())
     parts = []
-    for name, v in sorted(stages.items(), key=lambda kv: -sum(kv[1].values())):
-        if sum(v.values()) < 60:
+    for name in sorted(per_stage, key=lambda k: -per_stage[k]):
+        if per_stage[name] < 60:
             continue
-        tf = sum(t for k, t in v.items() if k.split("/")[0].endswith("-transformer"))
-        parts.append(f"{name} {sum(v.values()) / 60:.1f} (Transformers {tf / 60:.1f})")
+        tf = sum(t for k, t in stages[name].items() if k.split("/")[0].endswith("-transformer"))
+        parts.append(f"{name} {per_stage[name] / 60:.1f} (Transformers {tf / 60:.1f})")
     return (
         f"Where its stages' time went (`metrics/text/cost.json`, minutes): {total / 60:.1f} in "
         f"all stages that record it; " + ", ".join(parts) + "."
