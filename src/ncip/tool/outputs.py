@@ -25,6 +25,9 @@ import numpy as np
 import torch
 
 from ncip.core.errors import InputError
+from ncip.tool.inputs import Inputs
+from ncip.tool.modelsource import LoadedModel, ModelSourceError, find_head
+from ncip.tool.preprocess import probe_output
 from ncip.tool.ranking import decide_kind
 
 OUTPUTS = ("auto", "logits", "probs")
@@ -155,3 +158,29 @@ def install(model: torch.nn.Module, plan: OutputPlan):
     if plan.element is None:
         return None
     return model.register_forward_hook(lambda _m, _i, out: select(out, plan.element))
+
+
+def model_outputs(
+    lm: LoadedModel, cs, pre, inp: Inputs, dev, head: str | None, outputs: str
+) -> tuple[int, bool, OutputPlan]:
+    """The model's class count (a one-logit model: 2, ranked as ``[1 - p, p]``) and what its
+    outputs are (:func:`plan_outputs` on a probe batch, installed on the model), with the head
+    found again when the recorded one has another row count."""
+    seen: list = []  # the head's own output on the probe: outputs equal to it are logits
+    hook = lm.model.get_submodule(lm.head).register_forward_hook(lambda _m, _i, o: seen.append(o))
+    try:
+        raw = probe_output(lm.model, pre, inp, dev, lm.meta, min(len(inp), PROBE))
+    finally:
+        hook.remove()
+    head_out = seen[-1] if seen and isinstance(seen[-1], torch.Tensor) else None
+    out_plan = plan_outputs(raw, lm.head, lm.num_classes, outputs, head_out=head_out)
+    classes = out_plan.width
+    if classes != lm.num_classes:
+        if head:
+            raise ModelSourceError(
+                f"the model outputs {classes} classes but --head {head!r} has {lm.num_classes} rows"
+            )
+        lm.set_head(find_head(lm.model, classes), cs.final)
+    install(lm.model, out_plan)
+    binary = classes == 1  # one logit: p = sigmoid(z), or one probability
+    return (2 if binary else classes), binary, out_plan

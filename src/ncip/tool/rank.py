@@ -49,10 +49,10 @@ from ncip.tool.inputs import (
     load_inputs,
     model_class_names,
 )
-from ncip.tool.modelsource import LoadedModel, ModelSourceError, find_head, load_model
+from ncip.tool.modelsource import LoadedModel, load_model
 from ncip.tool.output import Ranking
-from ncip.tool.outputs import PROBE, OutputPlan, install, plan_outputs
-from ncip.tool.preprocess import plan_preprocess, probe_output
+from ncip.tool.outputs import model_outputs
+from ncip.tool.preprocess import plan_preprocess
 from ncip.tool.ranking import (
     PassAccumulator,
     as_probs,
@@ -223,7 +223,7 @@ def rank(
     read = f"{inp.source} ({inp.detail})" if inp.detail else inp.source
     note(f"inputs: {len(inp)} from {read}, shape {shape}; preprocessing: {pre.describe()}")
     warn(unscaled_features(inp.x, inp.detail, mean is not None or std is not None))
-    classes, binary, out_plan = _classes(lm, cs, pre, inp, dev, head, outputs)
+    classes, binary, out_plan = model_outputs(lm, cs, pre, inp, dev, head, outputs)
     for line in out_plan.notes:
         note(line)
     # the heads first: a checkpoint of another class count is named before the labels are
@@ -444,32 +444,6 @@ def _record(cs, usable, sel, selected, used, dropped, lm, pre, engine) -> dict[s
     for row in record["checkpoints"]:
         row["selected"] = row["selected"] and row["file"] in used_files
     return record
-
-
-def _classes(
-    lm: LoadedModel, cs, pre, inp: Inputs, dev, head: str | None, outputs: str
-) -> tuple[int, bool, OutputPlan]:
-    """The model's class count (a one-logit model: 2, ranked as ``[1 - p, p]``) and what its
-    outputs are (:mod:`ncip.tool.outputs`), with the head found again when the recorded one
-    has another row count."""
-    seen: list = []  # the head's own output on the probe: outputs equal to it are logits
-    hook = lm.model.get_submodule(lm.head).register_forward_hook(lambda _m, _i, o: seen.append(o))
-    try:
-        raw = probe_output(lm.model, pre, inp, dev, lm.meta, min(len(inp), PROBE))
-    finally:
-        hook.remove()
-    head_out = seen[-1] if seen and isinstance(seen[-1], torch.Tensor) else None
-    out_plan = plan_outputs(raw, lm.head, lm.num_classes, outputs, head_out=head_out)
-    classes = out_plan.width
-    if classes != lm.num_classes:
-        if head:
-            raise ModelSourceError(
-                f"the model outputs {classes} classes but --head {head!r} has {lm.num_classes} rows"
-            )
-        lm.set_head(find_head(lm.model, classes), cs.final)
-    install(lm.model, out_plan)
-    binary = classes == 1  # one logit: p = sigmoid(z), or one probability
-    return (2 if binary else classes), binary, out_plan
 
 
 def _stream(
