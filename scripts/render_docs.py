@@ -364,6 +364,11 @@ def render_text(metrics: Path = ROOT / "metrics") -> str:
     return "\n".join(lines)
 
 
+def _model(subject: str) -> str:
+    """A subject's model: the second part of ``<dataset>-<model>[-<variant>]``."""
+    return subject.split("-")[1] if subject.count("-") else ""
+
+
 def _text_cost(path: Path) -> str:
     """Where the text study's stage time went, in minutes, with the Transformers' share."""
     per_stage, stages = _stage_seconds(path)
@@ -372,7 +377,7 @@ def _text_cost(path: Path) -> str:
     for name in sorted(per_stage, key=lambda k: -per_stage[k]):
         if per_stage[name] < 60:
             continue
-        tf = sum(t for k, t in stages[name].items() if k.split("/")[0].endswith("-transformer"))
+        tf = sum(t for k, t in stages[name].items() if _model(k.split("/")[0]) == "transformer")
         parts.append(f"{name} {per_stage[name] / 60:.1f} (Transformers {tf / 60:.1f})")
     return (
         f"Where its stages' time went (`metrics/text/cost.json`, minutes): {total / 60:.1f} in "
