@@ -102,7 +102,18 @@ def test_the_text_preset_applies_with_three_runs_and_k_below_the_pool(tmp_path):
     assert subjects == list(EXPERIMENTS["text"].subjects) and runs == [0, 1, 2]
     assert {parse_subject(s).dataset for s in subjects} == {"wordnet10", "wordnet4", "fortunes"}
     cfg = yaml.safe_load(params.read_text())
-    assert cfg["k"] < len(candidate_pool(cfg["train"]["epochs"], cfg["alpha"]))
+    for s in subjects:  # K below every subject's pool, its own e<N> epochs included
+        epochs = parse_subject(s).epochs or cfg["train"]["epochs"]
+        assert cfg["k"] < len(candidate_pool(epochs, cfg["alpha"]))
+    # the report's header names the subjects that train for their own epochs
+    from types import SimpleNamespace
+
+    from ncip.study.report.sections import header_section
+
+    header = header_section(
+        SimpleNamespace(cfg=cfg, subjects=subjects, runs=runs, external={}, aliases={})
+    )[2]
+    assert f"{cfg['train']['epochs']} epochs (16 for the -e16 subjects) (the paper" in header
     # the MC-Dropout passes it sets reach score-baselines, and its report says so
     from ncip.study.presets import TEXT_DROPOUT_SAMPLES
     from ncip.study.report.sections import _options_set
