@@ -176,10 +176,11 @@ EPOCHS_SUBJECTS = (
 #   in the terminal phase at epoch 20 (metrics/text.md's table): the last 4 epochs moved
 #   nothing the terminal-phase criterion reads. Their pool is round(0.9 * 16) = 14, K = 6 of it.
 # - Training runs under bf16 autocast (train.precision, as the GPU presets do); weights,
-#   checkpoints and every prediction stay float32. This machine's CPU has AVX512-BF16: an epoch
-#   of the wordnet10 Transformer takes 23 s against 32.6 s in fp32, the fortunes TextCNN's 9.2
-#   against 13.7 (two epochs each, seed 0, side by side), losses within 0.05% of fp32's, and
-#   bit-identical repeats. On a CPU without bf16 instructions it is slower: set fp32 there.
+#   checkpoints and every prediction stay float32. This machine's CPU has AVX512-BF16: before the
+#   run, two epochs of the wordnet10 Transformer took 23 s an epoch against 32.6 s in fp32, the
+#   fortunes TextCNN's 9.2 against 13.7 (seed 0, the stage script), losses within 0.05% of
+#   fp32's, and bit-identical repeats. On a CPU without bf16 instructions it is slower: set fp32
+#   there. (Measured since, side by side: benchmarks/bench_train.py in docs/performance.md.)
 TEXT_SUBJECTS = (
     "wordnet10-textcnn",
     "wordnet10-transformer-e16",
