@@ -364,20 +364,21 @@ def render_text(metrics: Path = ROOT / "metrics") -> str:
     return "\n".join(lines)
 
 
-def _model(subject: str) -> str:
-    """A subject's model: the second part of ``<dataset>-<model>[-<variant>]``."""
-    return subject.split("-")[1] if subject.count("-") else ""
-
-
 def _text_cost(path: Path) -> str:
     """Where the text study's stage time went, in minutes, with the Transformers' share."""
+    from ncip.study.subjects import parse_subject
+
     per_stage, stages = _stage_seconds(path)
     total = sum(per_stage.values())
     parts = []
     for name in sorted(per_stage, key=lambda k: -per_stage[k]):
         if per_stage[name] < 60:
             continue
-        tf = sum(t for k, t in stages[name].items() if _model(k.split("/")[0]) == "transformer")
+        tf = sum(
+            t
+            for k, t in stages[name].items()
+            if parse_subject(k.split("/")[0]).model == "transformer"
+        )
         parts.append(f"{name} {per_stage[name] / 60:.1f} (Transformers {tf / 60:.1f})")
     return (
         f"Where its stages' time went (`metrics/text/cost.json`, minutes): {total / 60:.1f} in "

@@ -48,13 +48,16 @@ def test_the_text_cost_line_sums_each_stage_and_the_transformers_share(tmp_path)
 
     cost = {
         "stages": {
-            "score-baselines": {"a-textcnn/run-0": 30.0, "a-transformer/run-0": 90.0},
-            "train-with-checkpoints": {
-                "a-textcnn/run-0": 120.0,
-                "a-transformer/run-0": 300.0,
-                "a-transformer-e16/run-0": 60.0,  # a variant is still a Transformer
+            "score-baselines": {
+                "wordnet10-textcnn/run-0": 30.0,
+                "wordnet10-transformer/run-0": 90.0,
             },
-            "score-ncip": {"a-textcnn/run-0": 1.0, "a-transformer/run-0": 2.0},
+            "train-with-checkpoints": {
+                "wordnet10-textcnn/run-0": 120.0,
+                "wordnet10-transformer/run-0": 300.0,
+                "wordnet10-transformer-e16/run-0": 60.0,  # a variant is still a Transformer
+            },
+            "score-ncip": {"wordnet10-textcnn/run-0": 1.0, "wordnet10-transformer/run-0": 2.0},
         }
     }
     (tmp_path / "cost.json").write_text(json.dumps(cost))

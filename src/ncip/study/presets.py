@@ -170,7 +170,7 @@ EPOCHS_SUBJECTS = (
 # 48.6 of them: metrics/text/cost.json, committed at 5925464), from training curves and timings
 # only, no prioritization result:
 # - The Transformers train 16 epochs (the e16 variant), the TextCNNs 20. In the a1a96b4 curves
-#   (plots/text/training/) both Transformers' training accuracy is flat over epochs 15-20
+#   (plots/text/training/ at 3d86c74) both Transformers' training accuracy is flat over epochs 15-20
 #   (0.975-0.986 on wordnet10, 0.986-0.994 on wordnet4, every run); sigma_cos is flat there on
 #   wordnet10 (0.090-0.099) and rises on wordnet4 (away from equiangularity), and neither was
 #   in the terminal phase at epoch 20 (metrics/text.md's table): the last 4 epochs moved
